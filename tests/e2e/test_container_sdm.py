@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .test_dryrun import folders
+from .test_dryrun import OFFLINE, folders
 
 IMAGE = "docker://ghcr.io/contrastlab/contrastlab:0.2.0"  # the Snakefile's default (tests/test_container.py)
 
@@ -48,10 +48,7 @@ def _dry_run(repo_root: Path, tmp_path: Path, sdm: list[str], answers: str) -> t
     log = tmp_path / "apptainer-calls.log"
     log.touch()
     stand_in = _stand_in_apptainer(tmp_path / "bin", log, answers)
-    env = dict(
-        os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{stand_in}:{os.environ['PATH']}"
-    )
-    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    env = dict(os.environ, **OFFLINE, PATH=f"{stand_in}:{os.environ['PATH']}")
     env.pop("CONTRASTLAB_IMAGE", None)
     done = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "-n", "--cores", "2"]

@@ -19,6 +19,8 @@ import yaml
 from contrastlab.versioning import FREEZE_RECORD, pending_jobs
 from tests.make_command import make_command, make_env
 
+from .test_dryrun import OFFLINE, said
+
 SCHEDULE_FIRST = 11  # a long module: tests/conftest.py starts the highest numbers first
 
 CONFIG = "config/demo.yaml"  # the preset of stage reproduce@demo, cut down in the module's repository
@@ -28,9 +30,7 @@ SUMMARY = "summary/demo.json"
 
 
 def _env() -> dict[str, str]:
-    env = dict(make_env(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1")
-    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
-    return env
+    return dict(make_env(), **OFFLINE, DVC_NO_ANALYTICS="1")
 
 
 def run(cwd: Path, *command: str, ok: bool = True) -> subprocess.CompletedProcess:
@@ -127,10 +127,6 @@ def snakemake(repo: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-def contrastlab_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("contrastlab:")]
-
-
 @pytest.fixture(scope="module")
 def demo(repo_root, tools, tmp_path_factory):
     """The reduced demo as this repository's ``config/demo.yaml``, committed with a local-folder remote,
@@ -220,7 +216,7 @@ def test_dvc_exp_run_set_param_on_a_config_file_is_undone_and_refused(demo):
     done = dvc(origin, "exp", "run", STAGE, "-S", f"{CONFIG}:training.lr=1e-4", ok=False)
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "Ran experiment" not in output, output[-3000:]
-    lines = contrastlab_lines(output)
+    lines = said(output)
     assert len(lines) == 1 and f"rewrote {CONFIG} whole; restored it" in lines[0], output[-3000:]
     assert "dvc exp run -S 'training.lr=0.0001'" in lines[0]
     assert {name: (origin / name).read_bytes() for name in before} == before
@@ -234,7 +230,7 @@ def test_dvc_exp_run_refuses_a_setting_that_changes_no_cell(demo):
     origin = demo.origin
     done = dvc(origin, "exp", "run", STAGE, "-S", "training.batch_size=16", ok=False)
     output = done.stdout + done.stderr
-    lines = contrastlab_lines(output)
+    lines = said(output)
     assert done.returncode != 0 and "Ran experiment" not in output, output[-3000:]
     assert len(lines) == 1 and "training.batch_size=16, which changes no cell" in lines[0], output[-3000:]
     git(origin, "checkout", "params.yaml")  # DVC leaves its -S applied in the workspace
@@ -321,7 +317,7 @@ def test_freeze_and_restore_refuse_bad_input_in_one_line(repo_root, tools, tmp_p
     def last_line(target: str, config: str = CONFIG) -> str:
         done = make(repo, target, config, ok=False)
         assert done.returncode != 0, done.stdout
-        lines = contrastlab_lines(done.stderr)
+        lines = said(done.stderr)
         assert len(lines) == 1, done.stderr
         return lines[0]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,10 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests import forked
-
 from .conftest import linked_copy
-from .test_dryrun import run_snakemake
+from .test_dryrun import run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
@@ -46,11 +43,8 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
     target = (
         tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
     )
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]
-    done = forked.snakemake(
-        [*profile, "--retries", "1", "--", str(target)], cwd=repo_root, env=env, timeout=600
-    )
+    done = snakemake_process(repo_root, *profile, "--retries", "1", "--", str(target))
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab: rule train")]
     # The attempt's line, the refused retry's, and the same line again as the output's last (issue 63).
