@@ -30,8 +30,7 @@ def test_the_environment_file_pins_every_runtime_dependency_and_names_no_path():
     env = yaml.safe_load((REPO_ROOT / "envs" / "contrastlab.yaml").read_text())
     pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
     assert not [line for line in pip if line.startswith(("-e", "-c", "-r", ".", "/")) or ".." in line], pip
-    pinned = dict(line.split("==") for line in pip)
-    pinned = {_name(name): version for name, version in pinned.items()}
+    pinned = {_name(name): version for name, version in (line.split("==") for line in pip)}
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     # the runtime dependencies, the packaged MiniLM (the demo's backbone) and snakemake (every script's
     # preamble imports it)

@@ -216,9 +216,8 @@ def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
 
 
 def test_the_demo_dry_run_prints_no_shell_command(repo_root, tmp_path):
-    """Issue 78 item 5: ``snakemake -n`` of the demo, under profiles/default as ``make demo`` runs it, lists
-    its 115 jobs without a "Shell command: None" line each (every rule is a script: rule; the profile's
-    printshellcmds is off, tests/test_profiles.py)."""
+    """``snakemake -n`` of the demo under profiles/default, as ``make demo`` runs it, lists its 115 jobs
+    without a "Shell command: None" line each (every rule is a script: rule; printshellcmds is off)."""
     output = succeeded(demo_process(repo_root, tmp_path, args=("-n",)))
     assert job_counts(output)["total"] == 115
     assert "Shell command" not in output, output[-2000:]
@@ -256,7 +255,10 @@ def slurm_dry_run(repo_root, tmp_path_factory):
 
 
 def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
-    jobs = slurm_dry_run("slurm").jobs
+    """Every GPU job asks one GPU, every other none; OAR Tables 3-4 and the Fig. 2 sweep: every job of
+    theirs is planned."""
+    run = slurm_dry_run("slurm")
+    jobs = run.jobs
     rules = {rule for rule, _, _ in jobs}
     expected = {"train", "encode", "evaluate", "train_vision", "encode_vision", "evaluate_vision", "tables"}
     assert expected | {"encode_pretrained", "evaluate_pretrained", "image_data"} <= rules, rules
@@ -274,11 +276,6 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
         if rule in {"evaluate", "evaluate_pretrained", "evaluate_vision"}:
             # the probes run on the CPU: no GPU held while they fit (rules/evaluate.smk, rules/vision.smk)
             assert re.search(r"\bgpu=0\b", resources) and re.search(r"\bruntime=\d+", resources), resources
-
-
-def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
-    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every job of theirs is planned."""
-    run = slurm_dry_run("slurm")
     oar = collections.Counter(rule for rule, _, w in run.jobs if w.get("experiment", "").startswith("oar_"))
     assert oar["train_vision"] == oar["encode_vision"] == oar["evaluate_vision"] == 64 + 8, oar
     counts = collections.Counter(rule for rule, _, _ in run.jobs)
@@ -368,9 +365,10 @@ def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
     assert asked(jobs, "runtime", "mem_mb") == asked(slurm_dry_run("slurm").jobs, "runtime", "mem_mb")
 
 
-def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
+def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, full_dry_run):
     """`snakemake <figure file>` trains, encodes and evaluates exactly the figure's cells (read off the
-    full reproduction's dry run)."""
+    full reproduction's dry run); `snakemake -n <figure file>` lists exactly the jobs upstream of that file
+    in the full dry run (what :func:`jobs_upstream` relies on)."""
     jobs, scratch = full_dry_run.jobs, full_dry_run.scratch
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
@@ -381,18 +379,12 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
         assert counts.get("train", 0) == trained and counts.get("evaluate", 0) == evaluated, (figure, counts)
         assert counts.get("encode", 0) == evaluated, (figure, counts)
         assert "train_vision" not in counts and "tables" not in counts
-
-
-def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root, full_dry_run):
-    """`snakemake -n <figure file>` lists exactly the jobs upstream of that file in the full dry run
-    (what :func:`jobs_upstream` relies on)."""
-    scratch = full_dry_run.scratch
     target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
     alone = job_counts(
         run_snakemake(repo_root, "-n", "--quiet", "rules", "--config", *folders(scratch), "--", target)
     )
     assert alone.pop("total") == sum(alone.values())
-    assert alone == jobs_upstream(full_dry_run.jobs, target), alone
+    assert alone == jobs_upstream(jobs, target), alone
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):

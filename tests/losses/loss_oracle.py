@@ -233,9 +233,7 @@ def ntxent(h1, h2, tau):
     return sum(terms) / len(terms)
 
 
-def flatnce(h1, h2, tau):
-    """FlatNCE's value is NT-Xent's (released code: mean e^{v - sg v} - 1 + sg(NT-Xent))."""
-    return ntxent(h1, h2, tau)
+flatnce = ntxent  # FlatNCE's value is NT-Xent's (released code: mean e^{v - sg v} - 1 + sg(NT-Xent))
 
 
 def dcl_vision(h1, h2, tau):
