@@ -1,4 +1,4 @@
-"""Issue 48: ``snakemake --sdm conda`` gets an environment file that is valid wherever Snakemake copies it,
+"""``snakemake --sdm conda`` gets an environment file that is valid wherever Snakemake copies it,
 and the rules find the library without ``pip install -e``. No conda is here: what can be checked offline
 is checked (the file, and a real Snakemake job in an interpreter that has every dependency but not the
 installed library)."""

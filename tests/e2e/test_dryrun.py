@@ -413,7 +413,6 @@ def _train_runtime(repo_root, tmp_path, *config):
 def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
     """An fp32 cell asks more time on an A100 than on the calibration's H100, more still on a V100; the
     time is the plan's, a retry's more (tests/cost has the rates of each card)."""
-    from contrastlab import config as cl_config
     from contrastlab.cost import calibration as cl_calibration
     from contrastlab.cost import plan
     from contrastlab.cost.flops import cell_work

@@ -18,8 +18,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from contrastlab.config import Grid
+from contrastlab import config as cl_config
+from contrastlab.config import paper_of
 from contrastlab.data.fixtures import write_demo_corpus
+from contrastlab.figures import catalog
 from contrastlab.paths import REPO_ROOT
 from contrastlab.workflow import finished
 from tests.images import distinct_colours
@@ -189,12 +191,9 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     """Each figure the config produces is a non-trivial PNG with its PDF and CSV, shown in both reports."""
     import matplotlib.image
 
-    from contrastlab import config as cl_config
-    from contrastlab.figures import catalog as figure_catalog
-
     workdir, config, _ = finished_demo
     results = workdir / "results"
-    figures = figure_catalog.figures(Grid(cl_config.validate(config)))
+    figures = catalog.figures(cl_config.Grid(cl_config.validate(config)))
     kinds = {f["kind"] for f in figures}
     assert {"analytic", "logs", "metrics", "oar_synthetic"} <= kinds, kinds
     report = (results / "report.md").read_text()
@@ -248,7 +247,6 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     embeddings are temp, the encoding's record kept in the metrics."""
     import torch
 
-    from contrastlab import config as cl_config
     from contrastlab.config.data import DataConfig
     from contrastlab.evaluation.senteval import evaluate_checkpoint
 
@@ -530,10 +528,6 @@ def test_every_table_csv_is_in_the_archive_under_its_paper_and_tables(reported_d
 
 def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported_demo):
     """Each figure's PNG under its paper's Figures, labelled with its place in the paper."""
-    from contrastlab import config as cl_config
-    from contrastlab.config import paper_of
-    from contrastlab.figures import catalog
-
     demo = reported_demo
     figures = catalog.figures(cl_config.Grid(cl_config.validate(json.loads(json.dumps(demo.config)))))
     assert {paper_of(f["name"]) for f in figures} == set(CATEGORIES)
@@ -594,8 +588,6 @@ def own_copies(repo_root: Path, *names: str):
 def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, finished_demo):
     """profiles/default's rerun triggers leave out ``code``: an edited training script retrains no cell;
     the control with the ``code`` trigger back sees the edit."""
-    from contrastlab import config as cl_config
-
     workdir, config, _ = finished_demo
     configfile = write(config, workdir / "plain.yaml")
     with own_copies(repo_root, "rules", "scripts"):
@@ -609,7 +601,7 @@ def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, f
     assert done.returncode == 0, output[-3000:]
     assert "Using workflow specific profile profiles/default" in output, output[:2000]
     assert "Nothing to be done (all requested files are present and up to date)." in output, output[-3000:]
-    cells = Grid(cl_config.validate(json.loads(json.dumps(config)))).cells
+    cells = cl_config.Grid(cl_config.validate(json.loads(json.dumps(config)))).cells
     assert job_counts(control)["train"] == len(cells) == 2, control[-3000:]  # cl and mpt
     assert "Code has changed since last execution" in control
     assert os.readlink(repo_root / "scripts") == str(REPO_ROOT / "scripts")  # the link is back

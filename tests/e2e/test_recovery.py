@@ -182,7 +182,7 @@ def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_p
     done = snakemake_process(repo_root, *profile)  # the profile sets keep-going
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
-    # One line, printed by the job and again as the output's last line (issue 63 item 7).
+    # One line, printed by the job and again as the output's last line.
     assert done.returncode == 1 and len(set(lines)) == 1, out[-3000:]
     assert [line for line in done.stderr.splitlines() if line.strip()][-1] == lines[0], out[-3000:]
     assert lines[0].startswith("contrastlab: rule train macl/tiny-bert/macl/seed42: NonFiniteLossError")
