@@ -40,15 +40,12 @@ HP_SETS = {
     "dualtemp": [{}, {"tau": 0.2, "tau_beta": 0.7}, {"tau": 0.2, "tau_beta": 0.7, "negatives": "both_views"}],
     "macl_vision": [{}, {"tau0": 0.2, "alpha": 1.0, "a0": 0.3, "reweight": False}],
 }
-CASES = [(name, i) for name in NAMES for i in range(len(HP_SETS[name]))]
+#: (name, hyperparameters) of every set of :data:`HP_SETS`, over the defaults.
+CASES = [(name, {**DEFAULTS[name], **hp}) for name in NAMES for hp in HP_SETS[name]]
 TOL = {
     torch.float64: {"value": (1e-10, 1e-10), "grad": (1e-9, 1e-8)},
     torch.float32: {"value": (2e-5, 2e-5), "grad": (2e-4, 2e-4)},
 }
-
-
-def full_hp(name, i):
-    return {**DEFAULTS[name], **HP_SETS[name][i]}
 
 
 # ------------------------------------------------------------------ oracle gradients
@@ -102,10 +99,9 @@ def oracle_grad(name, h1, h2, hp):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("n", [2, 3, 8])
-@pytest.mark.parametrize("name,i", CASES)
-def test_value_stats_and_gradient_match_oracle(name, i, n, seed, dtype):
+@pytest.mark.parametrize("name,hp", CASES)
+def test_value_stats_and_gradient_match_oracle(name, hp, n, seed, dtype):
     h1, h2 = batch(seed, n, dtype=dtype)
-    hp = full_hp(name, i)
     out, x1, x2 = value_matches_oracle(name, hp, h1, h2, TOL[dtype]["value"])
     rtol, atol = TOL[dtype]["value"]
     z, s, pos, _ = two_n(x1, x2)
@@ -130,7 +126,7 @@ def test_oracle_gradient_is_the_finite_difference_of_the_oracle(name, n):
     """The analytic oracle gradient checked once against central differences of the oracle value
     (for the two losses without stop-gradients)."""
     h1, h2 = batch(3, n, d=3)
-    hp = full_hp(name, 1)
+    hp = {**DEFAULTS[name], **HP_SETS[name][1]}
     x1, x2 = as_lists(h1), as_lists(h2)
     want = np.concatenate(oracle_grad(name, x1, x2, hp))
     fd = np.concatenate(finite_differences(name, x1, x2, hp))
