@@ -177,26 +177,6 @@ def _exp_weights(q, tau):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_li_eq16_mmhe(seed):
-    h1, h2 = batch(seed)
-    tau, r, m = 0.4, 1.75, _mixed_m(h1)
-    act1 = same_view_gate(unit(h1), m)
-    assert 0 < act1.sum() < h1.shape[0]
-    z1, z2 = unit(h1), unit(h2)
-    lower = torch.ones(6, 6, dtype=torch.bool).tril(-1)
-
-    def eq16(q):  # Σ_{j≠i} e^{q_ij/τ} (z_j - r z'_i) / (τ Σ_{k<l} e^{q_kl/τ}) split into its two parts
-        e = torch.exp(q / tau)
-        return offdiag(e) / (tau * e[lower].sum())
-
-    w1, w2 = eq16(z1 @ z1.T), eq16(z2 @ z2.T)
-    gz = (w1 @ z1 - r * w1.sum(-1, keepdim=True) * z2) - r * w2.sum(-1, keepdim=True) * z2
-    gz = act1.double()[:, None] * gz
-    got = run("mmhe", h1, h2, lam=1.0, tau=tau, r=r, m=m)[1]
-    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
-
-
-@pytest.mark.parametrize("seed", SEEDS)
 def test_li_eq17_mmhs(seed):
     h1, h2 = batch(seed)
     r, m, n = 1.75, _mixed_m(h1), h1.shape[0]
@@ -215,20 +195,24 @@ def test_li_eq17_mmhs(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("name", ["mvicreg", "mbarlow_twins"])
-def test_li_eq18_19_mbarlow_mvicreg(name, seed):
+@pytest.mark.parametrize("name,r", [("mmhe", 1.75), ("mvicreg", 1.5), ("mbarlow_twins", 1.5)])
+def test_li_eq16_18_19_mmhe_mvicreg_mbarlow(name, r, seed):
+    """Gated Σ_{j≠i} G_ij (z_j - r z'_i) - r Σ_{j≠i} G'_ij z'_i, G of view 1 and G' of view 2."""
     h1, h2 = batch(seed)
-    tau, r, m = 0.4, 1.5, _mixed_m(h1)
+    tau, m = 0.4, _mixed_m(h1)
     act1 = same_view_gate(unit(h1), m)
+    assert 0 < act1.sum() < h1.shape[0]
     z1, z2 = unit(h1), unit(h2)
     q1, q2 = z1 @ z1.T, z2 @ z2.T
-    # view 1: G from z1 z1^T (VICReg, Eq. 19) or z2 z2^T (Barlow Twins, Eq. 6/18); view 2 the other way
-    g1 = offdiag(_exp_weights(q1 if name == "mvicreg" else q2, tau))
-    g2 = offdiag(_exp_weights(q2 if name == "mvicreg" else q1, tau))
+    if name == "mmhe":  # Eq. 16: each view's own e^{q_ij/τ} / (τ Σ_{k<l} e^{q_kl/τ})
+        lower = torch.ones(6, 6, dtype=torch.bool).tril(-1)
+        g1, g2 = (offdiag(torch.exp(q / tau)) / (tau * torch.exp(q / tau)[lower].sum()) for q in (q1, q2))
+    else:  # view 1: G from z1 z1^T (VICReg, Eq. 19) or z2 z2^T (Barlow Twins, Eq. 6/18); view 2 the other way
+        g1 = offdiag(_exp_weights(q1 if name == "mvicreg" else q2, tau))
+        g2 = offdiag(_exp_weights(q2 if name == "mvicreg" else q1, tau))
     gz = (g1 @ z1 - r * g1.sum(-1, keepdim=True) * z2) - r * g2.sum(-1, keepdim=True) * z2
-    gz = act1.double()[:, None] * gz
     got = run(name, h1, h2, lam=1.0, tau=tau, r=r, m=m)[1]
-    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
+    torch.testing.assert_close(got, to_h(h1, act1.double()[:, None] * gz), **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
