@@ -120,18 +120,6 @@ def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
     return dict(collections.Counter(jobs[index]["rule"] for index in seen))
 
 
-def test_paper_scale_searches_are_listed(full_dry_run):
-    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job, a
-    selection per stage, a test evaluation per search."""
-    counts = jobs_upstream(full_dry_run.jobs, "searches")
-    # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
-    assert counts["train"] == 1736
-    # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
-    assert counts["search_select"] == 56 + 16
-    assert counts["search_encode"] == counts["search_evaluate"] == 28 + 8
-    assert "evaluate" not in counts and "tables" not in counts
-
-
 def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path):
     """The demo's searches: of the 2x2 MPT grid and the 2 + 2 mMHE stages, the points equal to the
     configured mpt and mmhe cells train as those cells (one job each), the others as their own."""
@@ -157,9 +145,17 @@ def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path
 
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     """config.yaml's default target: every cell's training and evaluation, every figure and table, each
-    data set and backbone fetched once."""
+    data set and backbone fetched once; ``searches``: every point of Nie A.3 and Li A.4 as a train job, a
+    selection per stage, a test evaluation per search."""
     # every job of the shared dry-run was read (its job stats count the same), the searches' included
     assert len(full_dry_run.jobs) == job_counts(full_dry_run.output)["total"]
+    counts = jobs_upstream(full_dry_run.jobs, "searches")
+    # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
+    assert counts["train"] == 1736
+    # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
+    assert counts["search_select"] == 56 + 16
+    assert counts["search_encode"] == counts["search_evaluate"] == 28 + 8
+    assert "evaluate" not in counts and "tables" not in counts
     counts = jobs_upstream(full_dry_run.jobs, "all")
     assert not {"search_select", "search_encode", "search_evaluate"} & set(counts), counts
     config = cl_config.load(repo_root / "config.yaml")
