@@ -62,15 +62,10 @@ def test_train_throughput_builds_the_named_architecture_and_times_one_step(tmp_p
 )
 def test_train_throughput_architectures_have_the_public_checkpoints_sizes(arch, millions):
     """Built on the meta device (no memory): the encoder's parameters as in the published checkpoints."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import train_throughput
-    finally:
-        sys.path.remove(str(BENCHMARKS))
     import transformers
     from transformers import AutoModel
 
-    config_class, kwargs = train_throughput.ARCHS[arch]
+    config_class, kwargs = _load("train_throughput.py").ARCHS[arch]
     with torch.device("meta"):
         model = AutoModel.from_config(getattr(transformers, config_class)(**kwargs))
     assert sum(p.numel() for p in model.parameters()) / 1e6 == pytest.approx(millions, abs=0.1)

@@ -1,6 +1,6 @@
 """A throwaway single-node SLURM cluster on 127.0.0.1 for the tests (Debian's slurm-wlm and munge).
 
-:func:`slurm_cluster` writes a ``slurm.conf`` (one node ``localhost`` with this machine's CPUs and memory and
+:func:`start_cluster` writes a ``slurm.conf`` (one node ``localhost`` with this machine's CPUs and memory and
 one fake GPU as gres, ``select/cons_tres``, no accounting), a ``gres.conf`` and a munge key into a fresh
 folder, starts ``munged``, ``slurmctld`` and ``slurmd`` as root until ``sinfo`` shows the node idle, and
 stops them again. Nothing under ``/etc`` is read or written, and a second cluster does not collide with it.
@@ -19,7 +19,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,13 +73,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def _memory_mb() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) // 1024
-    raise ClusterUnavailable("no MemTotal in /proc/meminfo")
 
 
 def _slurm_conf(root: Path, cpus: int, memory_mb: int) -> str:
@@ -163,7 +155,8 @@ def start_cluster(timeout: float = 60) -> SlurmCluster:
     (root / "run").chmod(0o755)
     (root / "munge").chmod(0o700)
     conf = root / "slurm.conf"
-    conf.write_text(_slurm_conf(root, os.cpu_count() or 1, _memory_mb() - MEMORY_MARGIN_MB))
+    memory_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20  # /proc/meminfo's MemTotal
+    conf.write_text(_slurm_conf(root, os.cpu_count() or 1, memory_mb - MEMORY_MARGIN_MB))
     # A gpu nobody can use: enough for the scheduler to allocate it (gres and --gpus alike).
     (root / "gres.conf").write_text(f"NodeName={NODE} Name=gpu File=/dev/null\n")
     key = root / "munge" / "munge.key"
@@ -226,19 +219,3 @@ def stop_cluster(cluster: SlurmCluster) -> None:
             os.kill(pid, 0)  # raises once munged is gone
             time.sleep(0.1)
     shutil.rmtree(cluster.root, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def slurm_cluster(timeout: float = 60) -> Iterator[SlurmCluster]:
-    """:func:`start_cluster`, stopped (:func:`stop_cluster`) when the block ends."""
-    cluster = start_cluster(timeout)
-    try:
-        yield cluster
-    finally:
-        stop_cluster(cluster)
-
-
-if __name__ == "__main__":  # python tests/e2e/slurm_cluster.py: start one, show it, stop it
-    with slurm_cluster() as running:
-        print(running.run("sinfo").stdout)
-        print(running.run("scontrol", "show", "node", NODE).stdout)

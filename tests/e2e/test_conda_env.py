@@ -1,4 +1,4 @@
-"""Issue 48: ``snakemake --sdm conda`` gets an environment file that is valid wherever Snakemake copies it,
+"""``snakemake --sdm conda`` gets an environment file that is valid wherever Snakemake copies it,
 and the rules find the library without ``pip install -e``. No conda is here: what can be checked offline
 is checked (the file, and a real Snakemake job in an interpreter that has every dependency but not the
 installed library)."""
@@ -30,8 +30,7 @@ def test_the_environment_file_pins_every_runtime_dependency_and_names_no_path():
     env = yaml.safe_load((REPO_ROOT / "envs" / "contrastlab.yaml").read_text())
     pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
     assert not [line for line in pip if line.startswith(("-e", "-c", "-r", ".", "/")) or ".." in line], pip
-    pinned = dict(line.split("==") for line in pip)
-    pinned = {_name(name): version for name, version in pinned.items()}
+    pinned = {_name(name): version for name, version in (line.split("==") for line in pip)}
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     # the runtime dependencies, the packaged MiniLM (the demo's backbone) and snakemake (every script's
     # preamble imports it)

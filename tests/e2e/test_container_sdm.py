@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .test_dryrun import folders
+from .test_dryrun import OFFLINE, folders
 
 IMAGE = "docker://ghcr.io/contrastlab/contrastlab:0.2.0"  # the Snakefile's default (tests/test_container.py)
 
@@ -48,10 +48,7 @@ def _dry_run(repo_root: Path, tmp_path: Path, sdm: list[str], answers: str) -> t
     log = tmp_path / "apptainer-calls.log"
     log.touch()
     stand_in = _stand_in_apptainer(tmp_path / "bin", log, answers)
-    env = dict(
-        os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{stand_in}:{os.environ['PATH']}"
-    )
-    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    env = dict(os.environ, **OFFLINE, PATH=f"{stand_in}:{os.environ['PATH']}")
     env.pop("CONTRASTLAB_IMAGE", None)
     done = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "-n", "--cores", "2"]
@@ -64,11 +61,6 @@ def _dry_run(repo_root: Path, tmp_path: Path, sdm: list[str], answers: str) -> t
         timeout=300,
     )
     return done.returncode, done.stdout + done.stderr, log.read_text().splitlines()
-
-
-def _image_conda_answers(repo_root: Path) -> str:
-    tag = re.search(r"^ARG MINIFORGE=(\S+)$", (repo_root / "container" / "Dockerfile").read_text(), re.M)
-    return WITH_CONDA.replace("CONDA_VERSION", tag.group(1).split("-")[0])
 
 
 def test_sdm_apptainer_pulls_the_published_image_and_asks_nothing_of_it(repo_root, tmp_path):
@@ -84,9 +76,9 @@ def test_sdm_conda_apptainer_builds_the_conda_environment_with_the_images_conda(
     """With `container:`, Snakemake asks the pulled image for its conda (where it lives, its version) and
     plans to build envs/contrastlab.yaml with it, in the working directory's .snakemake/conda; with
     `containerized:` it would have looked for that environment inside the image instead."""
-    status, output, calls = _dry_run(
-        repo_root, tmp_path, ["conda", "apptainer"], _image_conda_answers(repo_root)
-    )
+    tag = re.search(r"^ARG MINIFORGE=(\S+)$", (repo_root / "container" / "Dockerfile").read_text(), re.M)
+    answers = WITH_CONDA.replace("CONDA_VERSION", tag.group(1).split("-")[0])
+    status, output, calls = _dry_run(repo_root, tmp_path, ["conda", "apptainer"], answers)
     assert status == 0, output[-3000:]
     assert f"Singularity image {IMAGE} will be pulled." in output
     assert "Conda environment envs/contrastlab.yaml will be created." in output

@@ -18,20 +18,24 @@ from tests import forked
 SCHEDULE_FIRST = 8  # a long module: tests/conftest.py starts the highest numbers first
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+DEAD_PROXY = "http://127.0.0.1:9"  # nothing listens there: a download through it fails at once
+#: The environment of the tests' Snakemake: offline, and any download sent to :data:`DEAD_PROXY`.
+OFFLINE = dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY)
+OFFLINE["NO_PROXY"] = ""
 
 
-def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def snakemake_process(
+    repo_root: Path, *args: str, cwd: Path | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
     """Snakemake on the repository's Snakefile, offline, its output captured (exit status not checked)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
     # A fork of a process that imported Snakemake (tests/forked.py), as ``subprocess.run`` of SNAKEMAKE.
     argv = ["-s", str(repo_root / "Snakefile"), *args]
-    return forked.snakemake(argv, cwd=cwd or repo_root, env=env, timeout=600)
+    return forked.snakemake(argv, cwd=cwd or repo_root, env=dict(os.environ, **OFFLINE), timeout=timeout)
 
 
-def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
+def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None, timeout: int = 600) -> str:
     """:func:`snakemake_process` that must succeed; returns its output."""
-    return succeeded(snakemake_process(repo_root, *args, cwd=cwd))
+    return succeeded(snakemake_process(repo_root, *args, cwd=cwd, timeout=timeout))
 
 
 def succeeded(done: subprocess.CompletedProcess) -> str:
@@ -113,22 +117,7 @@ def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
         if index not in seen:
             seen.add(index)
             todo.extend(producer[path] for path in jobs[index]["input"] if path in producer)
-    counts: dict[str, int] = {}
-    for index in seen:
-        counts[jobs[index]["rule"]] = counts.get(jobs[index]["rule"], 0) + 1
-    return counts
-
-
-def test_paper_scale_searches_are_listed(full_dry_run):
-    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job, a
-    selection per stage, a test evaluation per search."""
-    counts = jobs_upstream(full_dry_run.jobs, "searches")
-    # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
-    assert counts["train"] == 1736
-    # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
-    assert counts["search_select"] == 56 + 16
-    assert counts["search_encode"] == counts["search_evaluate"] == 28 + 8
-    assert "evaluate" not in counts and "tables" not in counts
+    return dict(collections.Counter(jobs[index]["rule"] for index in seen))
 
 
 def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path):
@@ -156,9 +145,17 @@ def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path
 
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     """config.yaml's default target: every cell's training and evaluation, every figure and table, each
-    data set and backbone fetched once."""
+    data set and backbone fetched once; ``searches``: every point of Nie A.3 and Li A.4 as a train job, a
+    selection per stage, a test evaluation per search."""
     # every job of the shared dry-run was read (its job stats count the same), the searches' included
     assert len(full_dry_run.jobs) == job_counts(full_dry_run.output)["total"]
+    counts = jobs_upstream(full_dry_run.jobs, "searches")
+    # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
+    assert counts["train"] == 1736
+    # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
+    assert counts["search_select"] == 56 + 16
+    assert counts["search_encode"] == counts["search_evaluate"] == 28 + 8
+    assert "evaluate" not in counts and "tables" not in counts
     counts = jobs_upstream(full_dry_run.jobs, "all")
     assert not {"search_select", "search_encode", "search_evaluate"} & set(counts), counts
     config = cl_config.load(repo_root / "config.yaml")
@@ -215,9 +212,8 @@ def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
 
 
 def test_the_demo_dry_run_prints_no_shell_command(repo_root, tmp_path):
-    """Issue 78 item 5: ``snakemake -n`` of the demo, under profiles/default as ``make demo`` runs it, lists
-    its 115 jobs without a "Shell command: None" line each (every rule is a script: rule; the profile's
-    printshellcmds is off, tests/test_profiles.py)."""
+    """``snakemake -n`` of the demo under profiles/default, as ``make demo`` runs it, lists its 115 jobs
+    without a "Shell command: None" line each (every rule is a script: rule; printshellcmds is off)."""
     output = succeeded(demo_process(repo_root, tmp_path, args=("-n",)))
     assert job_counts(output)["total"] == 115
     assert "Shell command" not in output, output[-2000:]
@@ -228,13 +224,10 @@ def test_lint_is_clean(repo_root):
     assert "Congratulations, your workflow is in a good condition!" in output, output[-3000:]
 
 
-def _jobs_with_resources(output: str) -> list[tuple[str, str, dict[str, str]]]:
-    """(rule, resources line, wildcards) for every job printed by a dry-run."""
-    return [(job["rule"], job["resources"], job["wildcards"]) for job in dry_run_jobs(output)]
-
-
 #: What the SLURM profiles' dry runs of config.yaml select (one run per profile).
 SLURM_SELECT = "select={experiments: [nie2023, macl_cifar10, oar_cifar10, oar_cifar100]}"
+#: The rules of the SentEval probe jobs, which the SLURM profiles send out in groups.
+PROBE_RULES = ("evaluate", "evaluate_pretrained", "search_evaluate")
 #: The rules whose jobs hold a GPU (every other job asks for none).
 GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vision", "figure_spectra"}
 
@@ -242,7 +235,7 @@ GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vis
 @pytest.fixture(scope="module")
 def slurm_dry_run(repo_root, tmp_path_factory):
     """``slurm_dry_run(profile)``: the dry run of :data:`SLURM_SELECT` through ``profiles/<profile>``
-    (its output and :func:`_jobs_with_resources`), once per profile."""
+    (its output and each job's rule, resources line and wildcards), once per profile."""
     runs = {}
 
     def dry_run(profile: str) -> SimpleNamespace:
@@ -250,19 +243,18 @@ def slurm_dry_run(repo_root, tmp_path_factory):
             scratch = tmp_path_factory.mktemp(f"dry-{profile}")
             overrides = ("--config", *folders(scratch), SLURM_SELECT)
             output = run_snakemake(repo_root, "-n", "--workflow-profile", f"profiles/{profile}", *overrides)
-            runs[profile] = SimpleNamespace(output=output, jobs=_jobs_with_resources(output))
+            jobs = [(job["rule"], job["resources"], job["wildcards"]) for job in dry_run_jobs(output)]
+            runs[profile] = SimpleNamespace(output=output, jobs=jobs)
         return runs[profile]
 
     return dry_run
 
 
-def _selected_cells(repo_root, experiment: str) -> list:
-    config = cl_config.load(repo_root / "config.yaml")
-    return [c for c in cl_config.Grid(config).cells if c.experiment == experiment]
-
-
 def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
-    jobs = slurm_dry_run("slurm").jobs
+    """Every GPU job asks one GPU, every other none; OAR Tables 3-4 and the Fig. 2 sweep: every job of
+    theirs is planned."""
+    run = slurm_dry_run("slurm")
+    jobs = run.jobs
     rules = {rule for rule, _, _ in jobs}
     expected = {"train", "encode", "evaluate", "train_vision", "encode_vision", "evaluate_vision", "tables"}
     assert expected | {"encode_pretrained", "evaluate_pretrained", "image_data"} <= rules, rules
@@ -280,11 +272,6 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
         if rule in {"evaluate", "evaluate_pretrained", "evaluate_vision"}:
             # the probes run on the CPU: no GPU held while they fit (rules/evaluate.smk, rules/vision.smk)
             assert re.search(r"\bgpu=0\b", resources) and re.search(r"\bruntime=\d+", resources), resources
-
-
-def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
-    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every job of theirs is planned."""
-    run = slurm_dry_run("slurm")
     oar = collections.Counter(rule for rule, _, w in run.jobs if w.get("experiment", "").startswith("oar_"))
     assert oar["train_vision"] == oar["encode_vision"] == oar["evaluate_vision"] == 64 + 8, oar
     counts = collections.Counter(rule for rule, _, _ in run.jobs)
@@ -294,7 +281,8 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
 
 
 def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bogus_defaults(repo_root):
-    """Nothing in the profiles overrides the rules' threads, and no placeholder account or partition."""
+    """Nothing in the profiles overrides the rules' threads, and no placeholder account or partition; the
+    SentEval probe jobs go out 20 to a group job, 4 at a time inside it (a local ``probe_slots`` pool)."""
     import yaml
 
     for name in ("slurm", "slurm-gres"):
@@ -302,6 +290,11 @@ def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bog
         defaults = profile.get("default-resources") or {}
         assert not {"cpus_per_task", "slurm_account", "slurm_partition", "threads"} & set(defaults), name
         assert profile["executor"] == "slurm" and profile["retries"] == 1, name
+        assert profile["group-components"] == {"senteval_probes": 20, "gpu_pack2": 2, "gpu_pack4": 4}, name
+        assert profile["resources"] == {"probe_slots": 4, "pack_slots": 1}, name
+        scopes = profile["set-resource-scopes"]
+        assert scopes == {"probe_slots": "local", "pack_slots": "local"}, name  # per group, not global
+        assert profile["groups"] == dict.fromkeys(PROBE_RULES, "senteval_probes"), name
 
 
 def _group_jobs(output: str, group: str) -> list[collections.Counter]:
@@ -322,28 +315,19 @@ def _group_jobs(output: str, group: str) -> list[collections.Counter]:
 def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
     repo_root, tmp_path, slurm_dry_run
 ):
-    """The SentEval probe jobs go to SLURM 20 to a group job (`senteval_probes`), 4 at a time inside it
-    (a local `probe_slots` pool); GPU jobs and image probes go out one by one; a local run has no groups."""
-    import yaml
-
-    for name in ("slurm", "slurm-gres"):
-        profile = yaml.safe_load((repo_root / "profiles" / name / "config.yaml").read_text())
-        assert profile["group-components"] == {"senteval_probes": 20, "gpu_pack2": 2, "gpu_pack4": 4}, name
-        assert profile["resources"] == {"probe_slots": 4, "pack_slots": 1}, name
-        scopes = profile["set-resource-scopes"]
-        assert scopes == {"probe_slots": "local", "pack_slots": "local"}, name  # per group, not global
-        probe_rules = ("evaluate", "evaluate_pretrained", "search_evaluate")
-        assert profile["groups"] == dict.fromkeys(probe_rules, "senteval_probes"), name
+    """The SentEval probe jobs go to SLURM 20 to a group job (`senteval_probes`), each holding one
+    `probe_slots`; GPU jobs and image probes go out one by one; a local run has no groups."""
     for rule_file in ("evaluate.smk", "search.smk"):  # each probe job holds one slot of its group job
         text = (repo_root / "rules" / rule_file).read_text()
         # one block per rule, a `use rule <parent> as <rule> with:` one included
         for block in re.split(r"^(?=(?:use )?rule )", text, flags=re.M)[1:]:
             rule = re.match(r"(?:use rule \w+ as |rule )(\w+)", block)[1]
-            assert bool(re.search(r"^\s+probe_slots=1,", block, re.M)) == (rule in probe_rules), rule
+            assert bool(re.search(r"^\s+probe_slots=1,", block, re.M)) == (rule in PROBE_RULES), rule
     run = slurm_dry_run("slurm")
     groups = _group_jobs(run.output, "senteval_probes")
     # Nie's cells and its 4 Pretrained rows: 20 to a group, the rest in the last one
-    probes = len(_selected_cells(repo_root, "nie2023")) + 4
+    cells = cl_config.Grid(cl_config.load(repo_root / "config.yaml")).cells
+    probes = sum(c.experiment == "nie2023" for c in cells) + 4
     assert sorted(sum(g.values()) for g in groups) == sorted([20] * (probes // 20) + [probes % 20]), groups
     assert sum(groups, collections.Counter()) == {"evaluate": probes - 4, "evaluate_pretrained": 4}, groups
     alone = collections.Counter(rule for rule, _, _ in run.jobs)
@@ -377,9 +361,10 @@ def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
     assert asked(jobs, "runtime", "mem_mb") == asked(slurm_dry_run("slurm").jobs, "runtime", "mem_mb")
 
 
-def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
+def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, full_dry_run):
     """`snakemake <figure file>` trains, encodes and evaluates exactly the figure's cells (read off the
-    full reproduction's dry run)."""
+    full reproduction's dry run); `snakemake -n <figure file>` lists exactly the jobs upstream of that file
+    in the full dry run (what :func:`jobs_upstream` relies on)."""
     jobs, scratch = full_dry_run.jobs, full_dry_run.scratch
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
@@ -390,18 +375,12 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
         assert counts.get("train", 0) == trained and counts.get("evaluate", 0) == evaluated, (figure, counts)
         assert counts.get("encode", 0) == evaluated, (figure, counts)
         assert "train_vision" not in counts and "tables" not in counts
-
-
-def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root, full_dry_run):
-    """`snakemake -n <figure file>` lists exactly the jobs upstream of that file in the full dry run
-    (what :func:`jobs_upstream` relies on)."""
-    scratch = full_dry_run.scratch
     target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
     alone = job_counts(
         run_snakemake(repo_root, "-n", "--quiet", "rules", "--config", *folders(scratch), "--", target)
     )
     assert alone.pop("total") == sum(alone.values())
-    assert alone == jobs_upstream(full_dry_run.jobs, target), alone
+    assert alone == jobs_upstream(jobs, target), alone
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
@@ -409,9 +388,8 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     line the in-process check (workflow_start.start_error) gives."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     out = done.stdout + done.stderr
-    lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"
-    assert lines == [expected], done.stderr[-2000:]
+    assert said(out) == [expected], done.stderr[-2000:]
     assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
     from .workflow_start import start_error
 
@@ -431,7 +409,6 @@ def _train_runtime(repo_root, tmp_path, *config):
 def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
     """An fp32 cell asks more time on an A100 than on the calibration's H100, more still on a V100; the
     time is the plan's, a retry's more (tests/cost has the rates of each card)."""
-    from contrastlab import config as cl_config
     from contrastlab.cost import calibration as cl_calibration
     from contrastlab.cost import plan
     from contrastlab.cost.flops import cell_work

@@ -19,6 +19,8 @@ import yaml
 from contrastlab.versioning import FREEZE_RECORD, pending_jobs
 from tests.make_command import make_command, make_env
 
+from .test_dryrun import OFFLINE, said
+
 SCHEDULE_FIRST = 11  # a long module: tests/conftest.py starts the highest numbers first
 
 CONFIG = "config/demo.yaml"  # the preset of stage reproduce@demo, cut down in the module's repository
@@ -28,9 +30,7 @@ SUMMARY = "summary/demo.json"
 
 
 def _env() -> dict[str, str]:
-    env = dict(make_env(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1")
-    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
-    return env
+    return dict(make_env(), **OFFLINE, DVC_NO_ANALYTICS="1")
 
 
 def run(cwd: Path, *command: str, ok: bool = True) -> subprocess.CompletedProcess:
@@ -127,10 +127,6 @@ def snakemake(repo: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-def contrastlab_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("contrastlab:")]
-
-
 @pytest.fixture(scope="module")
 def demo(repo_root, tools, tmp_path_factory):
     """The reduced demo as this repository's ``config/demo.yaml``, committed with a local-folder remote,
@@ -151,6 +147,8 @@ def demo(repo_root, tools, tmp_path_factory):
 
 @pytest.mark.slow
 def test_dvc_repro_runs_snakemake_and_versions_what_it_produced(demo):
+    """``dvc repro`` runs Snakemake, versions its outputs and asks it again each time (alone, it runs the
+    demo's stage); a preset without a stage is refused in one line."""
     origin = demo.origin
     assert "Job stats:" in demo.repro and "rule train:" in demo.repro, demo.repro[-3000:]
     assert f"contrastlab: {CONFIG} ran" in demo.repro
@@ -170,10 +168,6 @@ def test_dvc_repro_runs_snakemake_and_versions_what_it_produced(demo):
     # Committing the outputs to DVC's cache left Snakemake's view of them intact.
     output = snakemake(origin, "-n", "--configfile", CONFIG)
     assert "Nothing to be done" in output and not pending_jobs(output), output[-3000:]
-
-
-@pytest.mark.slow
-def test_dvc_repro_alone_runs_the_demo_and_a_preset_without_a_stage_is_refused_in_one_line(demo):
     done = dvc(demo.origin, "repro")
     output = done.stdout + done.stderr
     assert "Running stage 'reproduce@demo'" in output and "Nothing to be done" in output, output[-3000:]
@@ -184,7 +178,7 @@ def test_dvc_repro_alone_runs_the_demo_and_a_preset_without_a_stage_is_refused_i
 
 
 @pytest.mark.slow
-def test_dvc_metrics_show_reads_one_summary_per_preset_that_ran(demo):
+def test_dvc_metrics_show_reads_one_summary_per_preset_that_ran_and_plots_show_draws_the_pngs(demo):
     done = dvc(demo.origin, "metrics", "show", "--json")
     assert "failed to load" not in done.stderr, done.stderr
     files = json.loads(done.stdout)[""]["data"]
@@ -198,10 +192,6 @@ def test_dvc_metrics_show_reads_one_summary_per_preset_that_ran(demo):
     # The table a user reads: the path and nine numbers.
     header = dvc(demo.origin, "metrics", "show").stdout.splitlines()[0].split()
     assert header[0] == "Path" and len(header) == 1 + 9, header
-
-
-@pytest.mark.slow
-def test_dvc_plots_show_draws_the_figures_pngs_only(demo):
     rendered = demo.tmp / "dvc_plots"  # not the repository's dvc_plots/, which git would list
     done = dvc(demo.origin, "plots", "show", "--json", "-o", str(rendered))
     assert "failed to load" not in done.stderr and "ERROR" not in done.stderr, done.stderr
@@ -214,27 +204,23 @@ def test_dvc_plots_show_draws_the_figures_pngs_only(demo):
 
 
 @pytest.mark.slow
-def test_dvc_exp_run_set_param_on_a_config_file_is_undone_and_refused(demo):
+def test_dvc_exp_run_set_param_on_a_config_file_or_of_no_cell_is_refused(demo):
+    """-S on a config file is undone and refused; training.batch_size 16 is the preset's own: nothing to
+    train, so nothing may claim it ran."""
     origin = demo.origin
     before = {name: (origin / name).read_bytes() for name in (CONFIG, "params.yaml")}
     done = dvc(origin, "exp", "run", STAGE, "-S", f"{CONFIG}:training.lr=1e-4", ok=False)
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "Ran experiment" not in output, output[-3000:]
-    lines = contrastlab_lines(output)
+    lines = said(output)
     assert len(lines) == 1 and f"rewrote {CONFIG} whole; restored it" in lines[0], output[-3000:]
     assert "dvc exp run -S 'training.lr=0.0001'" in lines[0]
     assert {name: (origin / name).read_bytes() for name in before} == before
     assert not git(origin, "status", "--porcelain").stdout
     assert not dvc(origin, "exp", "list", "--name-only").stdout.strip()
-
-
-@pytest.mark.slow
-def test_dvc_exp_run_refuses_a_setting_that_changes_no_cell(demo):
-    """training.batch_size 16 is the preset's own: nothing to train, so nothing may claim it ran."""
-    origin = demo.origin
     done = dvc(origin, "exp", "run", STAGE, "-S", "training.batch_size=16", ok=False)
     output = done.stdout + done.stderr
-    lines = contrastlab_lines(output)
+    lines = said(output)
     assert done.returncode != 0 and "Ran experiment" not in output, output[-3000:]
     assert len(lines) == 1 and "training.batch_size=16, which changes no cell" in lines[0], output[-3000:]
     git(origin, "checkout", "params.yaml")  # DVC leaves its -S applied in the workspace
@@ -321,7 +307,7 @@ def test_freeze_and_restore_refuse_bad_input_in_one_line(repo_root, tools, tmp_p
     def last_line(target: str, config: str = CONFIG) -> str:
         done = make(repo, target, config, ok=False)
         assert done.returncode != 0, done.stdout
-        lines = contrastlab_lines(done.stderr)
+        lines = said(done.stderr)
         assert len(lines) == 1, done.stderr
         return lines[0]
 

@@ -78,11 +78,9 @@ def _modes_of_the_cells(results: Path) -> dict[str, str]:
 def test_the_preset_at_toy_size_killed_after_its_cells_then_run_to_the_end(
     repo_root, tmp_path, e2e_resources
 ):
-    """scripts/gpu_check.py --toy on the CPU, SIGKILLed (its process group) after its first part: the
-    report and the calibration of the cells are there, name the parts missing, and make plan reads the
-    calibration. Run again to the end: every cell in the report, the fp16 cell killed and resumed, the
-    evaluation split and the GPU-vs-CPU check passed, each packed step in the mode its cell ran (1, 2 and 4
-    copies; no MPS here, said so), the actual-against-plan table, and a calibration make plan reads."""
+    """scripts/gpu_check.py --toy on the CPU, SIGKILLed (its process group) after its first part: the report
+    and the calibration name the parts missing, and make plan reads them. Run again to the end: every part
+    in the report (packed steps in their cells' modes; no MPS here, said so), and a full calibration."""
     results = tmp_path / "gpu-check"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, str(SCRIPT), "--toy", "--results-dir", str(results), "--cores", "2"]
@@ -161,8 +159,6 @@ def test_the_toy_tiny_bert_is_the_demos():
     """--toy's tiny BERT is config/demo.yaml's (initializer_range included): the tests run both on one
     resources folder, where a second spec under the same name would rebuild the model and retrain."""
     import yaml
-
-    from contrastlab.cost import gpu_check
 
     demo = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     assert gpu_check.TOY["backbones"]["tiny-bert"] == demo["backbones"]["tiny-bert"]

@@ -15,27 +15,14 @@ import pytest
 
 from contrastlab.workflow.recovery import runs_folder
 
-from .test_dryrun import SNAKEMAKE, run_snakemake, snakemake_process
+from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
 from .test_pipeline import write
-from .test_recovery import _macl_pair, _wait_for
+from .test_recovery import _macl_pair, _wait_for, start_snakemake
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
 
 CELL = Path("macl", "tiny-bert")
-
-
-def _start(repo_root: Path, profile: list[str], target: Path, out: Path) -> subprocess.Popen:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    with open(out, "w") as log:
-        return subprocess.Popen(
-            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), str(target), *profile],
-            cwd=repo_root,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: the kill takes its jobs too
-        )
 
 
 def _record_of(results: Path, pid: int) -> Path:
@@ -68,7 +55,7 @@ def live_run(repo_root, tmp_path_factory, e2e_resources):
     profile = ["--workflow-profile", "profiles/default", "--cores", "1", "--configfile", configfile]
     targets = {m: results / "checkpoints" / CELL / m / "seed42" / "model" for m in ("simcse", "macl")}
     run_snakemake(repo_root, *map(str, targets.values()), "--omit-from", "train", *profile)
-    a = _start(repo_root, profile, targets["simcse"], workdir / "a.out")
+    a = start_snakemake(repo_root, [str(targets["simcse"]), *profile], workdir / "a.out")
     try:
         record = _record_of(results, a.pid)
         locks = _held_locks(repo_root, record)
@@ -115,7 +102,7 @@ def test_a_run_from_another_pid_namespace_never_takes_a_live_runs_locks(repo_roo
     if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode:
         pytest.skip("unshare --pid --mount-proc is not permitted here (needs root or user namespaces)")
     a, results, profile, targets, record, _ = live_run
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = dict(os.environ, **OFFLINE)
     command = ["unshare", "--pid", "--fork", "--mount-proc", *SNAKEMAKE, "-s", str(repo_root / "Snakefile")]
     command += [str(targets["simcse"]), *profile]
     other = subprocess.run(command, cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)

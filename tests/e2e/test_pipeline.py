@@ -18,14 +18,16 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from contrastlab.config import Grid
+from contrastlab import config as cl_config
+from contrastlab.config import paper_of
 from contrastlab.data.fixtures import write_demo_corpus
+from contrastlab.figures import catalog
 from contrastlab.paths import REPO_ROOT
 from contrastlab.workflow import finished
 from tests.images import distinct_colours
 from tests.report import chromium
 
-from .test_dryrun import job_counts, run_snakemake, snakemake_process
+from .test_dryrun import OFFLINE, job_counts, run_snakemake, snakemake_process
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
@@ -58,10 +60,6 @@ def reduced_demo(repo_root, workdir, mteb=False):
     return config
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def write(config, path):
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)
@@ -76,6 +74,10 @@ def finished_demo(repo_root, tmp_path_factory):
 
 
 def test_demo_produces_tables_and_report(finished_demo):
+    """The tables and the report: the claims' answer first (toy numbers said, a line of counts per paper),
+    each claim with its verdict, the tables with their verdict markers, legend and CSV columns."""
+    import pandas as pd
+
     workdir, _, _ = finished_demo
     results = workdir / "results"
     tables = sorted(p.name for p in (results / "tables").iterdir())
@@ -99,6 +101,28 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert all(row.split(" | ")[1].startswith(("warm", "cold (")) for row in rows), rows
     encoded = metrics["encoding"]  # the encoding job's own phases, from its process's start
     assert {"interpreter_s", "encode_s", "total_s"} <= set(encoded["phases"]) and "warm" in encoded["start"]
+    answer = report[report.index("## The answer") : report.index('<details markdown="1">')]
+    assert report.index("## The answer") < report.index("\n## Nie et al. 2023")
+    assert "**Toy numbers**" in answer and "tiny-bert for bert-base" in answer
+    # the claims counted by verdict are columns of the first screen's table
+    nie = next(line for line in answer.splitlines() if line.startswith("| Nie et al. 2023 | [Table 1]("))
+    assert nie.split(" | ")[-5:-2] == ["0", "0", "0"] and int(nie.split(" | ")[-2]) > 0  # undecided
+    assert "'select={backbones: [tiny-bert], experiments: [nie2023]" in answer
+    claims = report[report.index("\n### Claims") : report.index("\n### Tables")]
+    row = next(
+        line for line in claims.splitlines() if "L_cl, L_a&u and L_dcl each beat the pretrained" in line
+    )
+    # one seed: no noise estimate, and the command that adds seeds to exactly these cells
+    assert "undecided (1/12 parts run): needs ≥ 2 seeds per cell" in row, row
+    assert "bert-base: cl − pretrained = " in row
+    assert "| not run |" in claims  # claims whose cells the reduced demo does not train
+    md = (results / "tables" / "nie2023_table1.md").read_text()
+    assert " ?†" in md and "? undecided (no noise estimate" in md
+    csv = pd.read_csv(results / "tables" / "nie2023_table1.csv", dtype=str, keep_default_na=False)
+    cl = csv[(csv["backbone"] == "tiny-bert") & (csv["method"] == "cl") & (csv["task"] == "sts_avg")]
+    assert cl[["verdict", "compared_with"]].values.tolist() == [["undecided", "bert-base (stand-in)"]]
+    pretrained = csv[(csv["backbone"] == "tiny-bert") & (csv["method"] == "pretrained")]
+    assert set(pretrained["verdict"]) <= {"within noise", "above", "below", "no published number"}
 
 
 def test_make_cards_writes_each_cells_card_and_its_checkpoint_loads_in_sentence_transformers(
@@ -144,38 +168,6 @@ def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finish
     assert not list(results.glob("state/**/*.tensorboard"))
 
 
-def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
-    """The report opens with the claims' answer (toy numbers said, a line of counts per paper), each
-    claim carries its verdict, the tables their verdict markers, legend and CSV columns."""
-    import pandas as pd
-
-    workdir, _, _ = finished_demo
-    results = workdir / "results"
-    report = (results / "report.md").read_text()
-    answer = report[report.index("## The answer") : report.index('<details markdown="1">')]
-    assert report.index("## The answer") < report.index("\n## Nie et al. 2023")
-    assert "**Toy numbers**" in answer and "tiny-bert for bert-base" in answer
-    # the claims counted by verdict are columns of the first screen's table
-    nie = next(line for line in answer.splitlines() if line.startswith("| Nie et al. 2023 | [Table 1]("))
-    assert nie.split(" | ")[-5:-2] == ["0", "0", "0"] and int(nie.split(" | ")[-2]) > 0  # undecided
-    assert "'select={backbones: [tiny-bert], experiments: [nie2023]" in answer
-    claims = report[report.index("\n### Claims") : report.index("\n### Tables")]
-    row = next(
-        line for line in claims.splitlines() if "L_cl, L_a&u and L_dcl each beat the pretrained" in line
-    )
-    # one seed: no noise estimate, and the command that adds seeds to exactly these cells
-    assert "undecided (1/12 parts run): needs ≥ 2 seeds per cell" in row, row
-    assert "bert-base: cl − pretrained = " in row
-    assert "| not run |" in claims  # claims whose cells the reduced demo does not train
-    md = (results / "tables" / "nie2023_table1.md").read_text()
-    assert " ?†" in md and "? undecided (no noise estimate" in md
-    csv = pd.read_csv(results / "tables" / "nie2023_table1.csv", dtype=str, keep_default_na=False)
-    cl = csv[(csv["backbone"] == "tiny-bert") & (csv["method"] == "cl") & (csv["task"] == "sts_avg")]
-    assert cl[["verdict", "compared_with"]].values.tolist() == [["undecided", "bert-base (stand-in)"]]
-    pretrained = csv[(csv["backbone"] == "tiny-bert") & (csv["method"] == "pretrained")]
-    assert set(pretrained["verdict"]) <= {"within noise", "above", "below", "no published number"}
-
-
 def test_the_reports_add_seeds_lines_name_the_runs_preset_and_plan_exactly_their_cells(
     repo_root, finished_demo, tmp_path
 ):
@@ -199,12 +191,9 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     """Each figure the config produces is a non-trivial PNG with its PDF and CSV, shown in both reports."""
     import matplotlib.image
 
-    from contrastlab import config as cl_config
-    from contrastlab.figures import catalog as figure_catalog
-
     workdir, config, _ = finished_demo
     results = workdir / "results"
-    figures = figure_catalog.figures(Grid(cl_config.validate(config)))
+    figures = catalog.figures(cl_config.Grid(cl_config.validate(config)))
     kinds = {f["kind"] for f in figures}
     assert {"analytic", "logs", "metrics", "oar_synthetic"} <= kinds, kinds
     report = (results / "report.md").read_text()
@@ -258,7 +247,6 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     embeddings are temp, the encoding's record kept in the metrics."""
     import torch
 
-    from contrastlab import config as cl_config
     from contrastlab.config.data import DataConfig
     from contrastlab.evaluation.senteval import evaluate_checkpoint
 
@@ -293,11 +281,15 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     assert "sentences on" in (results / "logs" / "encode" / f"{cell}.log").read_text()
 
 
-def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finished_demo):
+def test_changing_one_loss_hyperparameter_reruns_only_that_loss_and_an_mteb_key_no_figure(
+    repo_root, finished_demo
+):
+    """A job's params are the config keys it reads: a loss's hyperparameter reruns its cell and what reads
+    it; MTEB's batch size reruns MTEB's jobs and their readers, no figure."""
     workdir, config, _ = finished_demo
     changed = json.loads(json.dumps(config))
     changed["experiments"]["nie2023"]["methods"]["mpt"]["hp"]["m"] = 0.30
-    output = run_snakemake(repo_root, "-n", "--configfile", write(changed, workdir / "changed.yaml"))
+    output = _dry_run(repo_root, workdir, changed, "changed")
     counts = job_counts(output)
     # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
     # Fig. 3b (its log's distance gaps).
@@ -306,16 +298,9 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     assert counts == {**expected, "tables": 1, "all": 1, "total": 9}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
-
-
-def test_changing_an_mteb_key_redraws_no_figure(repo_root, finished_demo):
-    """A figure job's params are the config keys it reads: MTEB's batch size reruns MTEB's jobs and
-    their readers, no figure."""
-    workdir, config, _ = finished_demo
     changed = json.loads(json.dumps(config))
     changed["mteb"]["batch_size"] = 16
-    output = run_snakemake(repo_root, "-n", "--configfile", write(changed, workdir / "mteb.yaml"))
-    counts = job_counts(output)
+    counts = job_counts(_dry_run(repo_root, workdir, changed, "mteb"))
     assert counts == {"mteb": 2, "tables": 1, "all": 1, "total": 4}, counts
 
 
@@ -323,8 +308,11 @@ def _dry_run(repo_root, workdir, config, name):
     return run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / f"{name}.yaml"))
 
 
-def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing(repo_root, finished_demo):
-    """Data markers depend on the data's content, not on where it was found."""
+def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing_and_a_changed_one_retrains(
+    repo_root, finished_demo
+):
+    """Data markers depend on the data's content, not on where it was found: an identical copy of the
+    corpus elsewhere reruns nothing, a sentence more in it retrains every cell."""
     workdir, config, _ = finished_demo
     moved = json.loads(json.dumps(config))
     copy = workdir / "elsewhere" / "wiki-copy.txt"
@@ -333,6 +321,12 @@ def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing(repo_root, finis
     moved["data"]["wiki_path"] = str(copy)
     output = _dry_run(repo_root, workdir, moved, "moved")
     assert "Nothing to be done" in output, output[-3000:]
+    copy.write_text(copy.read_text() + "one more sentence .\n")
+    counts = job_counts(_dry_run(repo_root, workdir, moved, "edited"))
+    assert counts["corpus"] == 1 and counts["train"] == 2, counts
+    assert counts["encode"] == counts["evaluate"] == 2, counts
+    assert "evaluate_pretrained" not in counts and "encode_pretrained" not in counts, counts
+    assert "senteval_data" not in counts, counts
 
 
 def test_the_same_corpus_as_a_pinned_download_under_another_url_retrains_nothing(repo_root, finished_demo):
@@ -351,30 +345,17 @@ def test_the_same_corpus_as_a_pinned_download_under_another_url_retrains_nothing
         wiki_lines=2000,
     )
     entry = {"url": "https://elsewhere.invalid/wiki1m_for_simcse.txt", "revision": None, "bytes": len(corpus)}
-    lock.write_text(
-        json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": {**entry, "sha256": sha256(corpus)}}})
-    )
-    output = _dry_run(repo_root, workdir, downloaded, "downloaded")
+
+    def pinned(sha256: str, name: str) -> str:
+        """The dry run with the corpus's lock entry of digest ``sha256``."""
+        data = {"wiki1m_for_simcse.txt": {**entry, "sha256": sha256}}
+        lock.write_text(json.dumps({"format": 1, "data": data}))
+        return _dry_run(repo_root, workdir, downloaded, name)
+
+    output = pinned(hashlib.sha256(corpus).hexdigest(), "downloaded")
     assert "Nothing to be done" in output, output[-3000:]
-    lock.write_text(
-        json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": {**entry, "sha256": "0" * 64}}})
-    )
-    counts = job_counts(_dry_run(repo_root, workdir, downloaded, "other-bytes"))
+    counts = job_counts(pinned("0" * 64, "other-bytes"))
     assert counts["corpus"] == 1 and counts["train"] == 2 and "senteval_data" not in counts, counts
-
-
-def test_a_corpus_whose_content_changed_retrains_every_cell(repo_root, finished_demo):
-    workdir, config, _ = finished_demo
-    changed = json.loads(json.dumps(config))
-    edited = workdir / "edited" / "wiki.txt"
-    edited.parent.mkdir(exist_ok=True)
-    edited.write_text((workdir / "corpus" / "wiki.txt").read_text() + "one more sentence .\n")
-    changed["data"]["wiki_path"] = str(edited)
-    counts = job_counts(_dry_run(repo_root, workdir, changed, "edited"))
-    assert counts["corpus"] == 1 and counts["train"] == 2, counts
-    assert counts["encode"] == counts["evaluate"] == 2, counts
-    assert "evaluate_pretrained" not in counts and "encode_pretrained" not in counts, counts
-    assert "senteval_data" not in counts, counts
 
 
 def test_a_wrong_data_path_stops_before_any_job_and_costs_nothing(repo_root, finished_demo):
@@ -419,22 +400,12 @@ def moved_checkout(repo_root: Path, dest: Path) -> Path:
 
 def snakemake_in(checkout: Path, *args: str) -> str:
     """The output of a successful plain ``python -m snakemake`` in ``checkout`` (not the forked server)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY="http://127.0.0.1:9")
-    env.update(HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
-    env.pop("PYTHONPATH", None)
+    env = {k: v for k, v in dict(os.environ, **OFFLINE).items() if k != "PYTHONPATH"}
     argv = [sys.executable, "-m", "snakemake", "-s", str(checkout / "Snakefile"), *args]
     done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     return output
-
-
-def test_a_copy_of_the_checkout_at_another_path_has_nothing_to_do(repo_root, finished_demo, tmp_path):
-    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing."""
-    workdir, config, _ = finished_demo
-    checkout = moved_checkout(repo_root, tmp_path / "elsewhere" / "repo")
-    output = snakemake_in(checkout, "-n", "--configfile", write(config, workdir / "moved-checkout.yaml"))
-    assert "Nothing to be done" in output, output[-3000:]
 
 
 def test_the_resources_folder_elsewhere_has_nothing_to_do(repo_root, finished_demo, tmp_path):
@@ -450,11 +421,14 @@ def test_the_resources_folder_elsewhere_has_nothing_to_do(repo_root, finished_de
 def test_an_edited_loss_module_in_a_copy_retrains_exactly_the_cells_that_use_it(
     repo_root, finished_demo, tmp_path
 ):
-    """In a copy of the checkout, an edit of nie2023.py (both cells' losses) retrains both and nothing
-    else; an edit of a module no cell uses plans nothing."""
+    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing; in it, an
+    edit of nie2023.py (both cells' losses) retrains both and nothing else, one of a module no cell uses
+    nothing."""
     workdir, config, _ = finished_demo
     checkout = moved_checkout(repo_root, tmp_path / "edited" / "repo")
     configfile = write(config, workdir / "edited-loss.yaml")
+    output = snakemake_in(checkout, "-n", "--configfile", configfile)
+    assert "Nothing to be done" in output, output[-3000:]
     unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
     unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
     assert "Nothing to be done" in snakemake_in(checkout, "-n", "--configfile", configfile)
@@ -535,29 +509,8 @@ def archived(demo, path: Path) -> int:
     return demo.members[member]
 
 
-def test_every_table_csv_is_in_the_archive_under_its_paper_and_tables(reported_demo):
-    demo = reported_demo
-    # the bridge, scores and claims tables are no paper's
-    tables = sorted(
-        p for p in (demo.results / "tables").glob("*.csv") if p.stem not in ("bridge", "scores", "claims")
-    )
-    assert {p.stem for p in tables} >= {"nie2023_table1", "nie2023_table2"}, tables
-    listed = demo.categories["Nie et al. 2023"]["Tables"]
-    assert sorted(listed) == [str(p) for p in tables]
-    for path in tables:
-        assert archived(demo, path) == path.stat().st_size
-    entry = demo.entries[str(demo.results / "tables" / "nie2023_table1.csv")]
-    assert entry["labels"] == {"table": "Table 1: STS.Avg and TR.Avg"}
-    assert "published number" in entry["caption"] and "Markdown and LaTeX" in entry["caption"]
-    assert not any(path.endswith((".md", ".tex")) for path in demo.entries)  # the CSV's caption names them
-
-
 def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported_demo):
     """Each figure's PNG under its paper's Figures, labelled with its place in the paper."""
-    from contrastlab import config as cl_config
-    from contrastlab.config import paper_of
-    from contrastlab.figures import catalog
-
     demo = reported_demo
     figures = catalog.figures(cl_config.Grid(cl_config.validate(json.loads(json.dumps(demo.config)))))
     assert {paper_of(f["name"]) for f in figures} == set(CATEGORIES)
@@ -582,8 +535,21 @@ def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported
     assert "javascript:app.showResultInfo" in synthetic["caption"]  # the link to report.html's entry
 
 
-def test_the_projects_report_html_is_in_the_archive_and_the_description_points_to_it(reported_demo):
+def test_the_tables_and_report_html_are_in_the_archive_under_their_categories(reported_demo):
     demo = reported_demo
+    # the bridge, scores and claims tables are no paper's
+    tables = sorted(
+        p for p in (demo.results / "tables").glob("*.csv") if p.stem not in ("bridge", "scores", "claims")
+    )
+    assert {p.stem for p in tables} >= {"nie2023_table1", "nie2023_table2"}, tables
+    listed = demo.categories["Nie et al. 2023"]["Tables"]
+    assert sorted(listed) == [str(p) for p in tables]
+    for path in tables:
+        assert archived(demo, path) == path.stat().st_size
+    entry = demo.entries[str(demo.results / "tables" / "nie2023_table1.csv")]
+    assert entry["labels"] == {"table": "Table 1: STS.Avg and TR.Avg"}
+    assert "published number" in entry["caption"] and "Markdown and LaTeX" in entry["caption"]
+    assert not any(path.endswith((".md", ".tex")) for path in demo.entries)  # the CSV's caption names them
     report = demo.results / "report.html"
     assert demo.categories["Report"] == {"Other": [str(report)]}  # no subcategory
     assert archived(demo, report) == report.stat().st_size
@@ -592,11 +558,8 @@ def test_the_projects_report_html_is_in_the_archive_and_the_description_points_t
     assert "Open the project" in demo.description
     assert set(demo.categories) == {*CATEGORIES.values(), "Report"}
     assert "Report created" in demo.report_output, demo.report_output[-2000:]
-
-
-def test_flagging_changes_no_job_a_finished_run_has_nothing_to_do(reported_demo):
-    """A finished run, reported or not (report() flags are not params), dry-runs to nothing."""
-    assert "Nothing to be done" in reported_demo.dry_run, reported_demo.dry_run[-3000:]
+    # a finished run, reported or not (report() flags are not params), dry-runs to nothing
+    assert "Nothing to be done" in demo.dry_run, demo.dry_run[-3000:]
 
 
 # --- a plain `snakemake --cores N` after an edit in scripts/ retrains nothing. Last: it edits the copy. ---
@@ -621,8 +584,6 @@ def own_copies(repo_root: Path, *names: str):
 def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, finished_demo):
     """profiles/default's rerun triggers leave out ``code``: an edited training script retrains no cell;
     the control with the ``code`` trigger back sees the edit."""
-    from contrastlab import config as cl_config
-
     workdir, config, _ = finished_demo
     configfile = write(config, workdir / "plain.yaml")
     with own_copies(repo_root, "rules", "scripts"):
@@ -636,7 +597,7 @@ def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, f
     assert done.returncode == 0, output[-3000:]
     assert "Using workflow specific profile profiles/default" in output, output[:2000]
     assert "Nothing to be done (all requested files are present and up to date)." in output, output[-3000:]
-    cells = Grid(cl_config.validate(json.loads(json.dumps(config)))).cells
+    cells = cl_config.Grid(cl_config.validate(json.loads(json.dumps(config)))).cells
     assert job_counts(control)["train"] == len(cells) == 2, control[-3000:]  # cl and mpt
     assert "Code has changed since last execution" in control
     assert os.readlink(repo_root / "scripts") == str(REPO_ROOT / "scripts")  # the link is back

@@ -1,4 +1,4 @@
-"""The first real run's inputs, in their publishers' layouts, through Snakemake (issue 43).
+"""The first real run's inputs, in their publishers' layouts, through Snakemake.
 
 A stand-in of the Hugging Face hub on 127.0.0.1 (tests/hub_standin.py) serves what config.yaml downloads,
 each in the form its publisher ships it: ``senteval.tar`` with the task folders at its top level (built

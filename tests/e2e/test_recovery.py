@@ -16,7 +16,7 @@ import pytest
 
 from contrastlab.workflow.recovery import runs_folder
 
-from .test_dryrun import SNAKEMAKE, run_snakemake, snakemake_process
+from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
 
 pytestmark = pytest.mark.slow
@@ -52,6 +52,20 @@ def _wait_for(condition, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def start_snakemake(repo_root: Path, args: list[str], out: Path) -> subprocess.Popen:
+    """A real Snakemake process (one the test kills) of ``args``, offline, its output written to ``out``, in
+    a process group of its own (a kill of the group takes its jobs too)."""
+    with open(out, "w") as log:
+        return subprocess.Popen(
+            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *args],
+            cwd=repo_root,
+            env=dict(os.environ, **OFFLINE),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def _macl_pair(repo_root, workdir, e2e_resources, **macl):
     """reduced_demo with MACL's two sentence cells on the tiny BERT (simcse; macl, updated by ``macl``)
     in place of Nie's, no figures, Pretrained rows or OAR Table 2; the session's resources."""
@@ -83,17 +97,8 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
     configfile = write(config, tmp_path / "c.yaml")
     results = tmp_path / "results"
     profile = ["--workflow-profile", "profiles/default", "--cores", "1", "--configfile", configfile]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     first_output = tmp_path / "first.out"  # read back only to explain a failure
-    with open(first_output, "w") as out:
-        workflow = subprocess.Popen(
-            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *profile],
-            cwd=repo_root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    workflow = start_snakemake(repo_root, profile, first_output)
     lock_dir = repo_root / ".snakemake" / "locks"
     try:
         # A second Snakemake on the same files while the first runs: the first's record refuses it before
@@ -177,7 +182,7 @@ def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_p
     done = snakemake_process(repo_root, *profile)  # the profile sets keep-going
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
-    # One line, printed by the job and again as the output's last line (issue 63 item 7).
+    # One line, printed by the job and again as the output's last line.
     assert done.returncode == 1 and len(set(lines)) == 1, out[-3000:]
     assert [line for line in done.stderr.splitlines() if line.strip()][-1] == lines[0], out[-3000:]
     assert lines[0].startswith("contrastlab: rule train macl/tiny-bert/macl/seed42: NonFiniteLossError")

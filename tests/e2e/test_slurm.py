@@ -22,6 +22,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from contrastlab.config import load
+from contrastlab.paths import Results
+from contrastlab.report import build_report
 from contrastlab.training.sentence import NonFiniteLossError
 from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, require_requested_gpu
 from contrastlab.workflow.job import logged_to
@@ -161,10 +164,6 @@ def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
 def local_reference(repo_root, tmp_path_factory, e2e_resources):
     """What the SLURM run must reproduce: :func:`slurm_demo`'s cells trained and evaluated through
     ``profiles/default`` and its tables rendered (no figures: no table's number comes from them)."""
-    from contrastlab.config import load
-    from contrastlab.paths import Results
-    from contrastlab.report import build_report
-
     workdir = tmp_path_factory.mktemp("local")
     configfile = write(slurm_demo(repo_root, workdir, e2e_resources), workdir / "c.yaml")
     results = workdir / "results"
@@ -401,10 +400,6 @@ def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_an
     asking one job's CPUs and memory and both runtimes; each joins the allocation's MPS daemon (a stand-in
     records its calls), started and stopped around each job; the tables equal a local run's byte for byte.
     Torch cannot use this node's GPU: the training jobs get gpu=0 (--set-resources)."""
-    from contrastlab.config import load
-    from contrastlab.paths import Results
-    from contrastlab.report import build_report
-
     cells = [f"nie2023/tiny-bert/{method}/seed42" for method in ("cl", "mpt")]
     local = tmp_path / "local"
     local_config = write(pack_demo(repo_root, local, e2e_resources, gpu=0), tmp_path / "local.yaml")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,10 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests import forked
-
 from .conftest import linked_copy
-from .test_dryrun import run_snakemake
+from .test_dryrun import run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
@@ -46,14 +43,11 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
     target = (
         tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
     )
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]
-    done = forked.snakemake(
-        [*profile, "--retries", "1", "--", str(target)], cwd=repo_root, env=env, timeout=600
-    )
+    done = snakemake_process(repo_root, *profile, "--retries", "1", "--", str(target))
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab: rule train")]
-    # The attempt's line, the refused retry's, and the same line again as the output's last (issue 63).
+    # The attempt's line, the refused retry's, and the same line again as the output's last.
     assert done.returncode == 1 and len(lines) == 3 and len(set(lines)) == 1, out[-3000:]
     assert [line for line in done.stderr.splitlines() if line.strip()][-1] == lines[0], out[-3000:]
     assert "NonFiniteLossError" in lines[0] and "Trying to restart job" in out
@@ -71,16 +65,11 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
 
 @pytest.mark.slow
 def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2e_resources, tmp_path):
-    """The fake GPU is allocated to the encoding job (``--gpus=1`` through profiles/slurm,
-    ``--gres=gpu:1`` through profiles/slurm-gres); torch sees no CUDA there, so the job stops with the
-    GPU line instead of encoding on the CPU. The probe job of the same evaluation asks for no GPU: once
-    the embeddings exist (encoded here on the CPU), it is submitted without a GPU and completes. That
-    second half runs through profiles/slurm only: that profiles/slurm-gres asks no GPU for the probe jobs
-    either is read off its dry run (test_dryrun.py's test_slurm_gres_profile_asks_gpus_as_gres).
-
-    The two profiles' runs go at once, each from a working directory of its own (Snakemake's locks are
-    its working directory's): most of a run whose job fails is the plugin's waiting (see
-    FAILING_JOB_POLLING). What they share, the tiny BERT and the SentEval fixture, is built first."""
+    """The fake GPU goes to the encoding job (``--gpus=1``, profiles/slurm; ``--gres=gpu:1``,
+    profiles/slurm-gres), which torch cannot use: it stops with the GPU line, not encoding on the CPU. The
+    probe job asks for none: with the embeddings made here it completes (profiles/slurm only; slurm-gres's
+    probe requests are read off its dry run, test_dryrun.py). The two profiles' runs go at once, each from
+    a working directory of its own (most of a failing run is the plugin's waiting, FAILING_JOB_POLLING)."""
     if torch.cuda.is_available():
         pytest.skip("checks the error on a machine without a usable GPU")
     runs = {}

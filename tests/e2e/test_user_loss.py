@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 
 import pytest
@@ -14,7 +13,6 @@ import yaml
 
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
-from tests import forked
 
 from .test_dryrun import dry_run_jobs, job_counts, run_snakemake
 from .test_pipeline import write
@@ -95,10 +93,7 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     config["resources_dir"] = str(e2e_resources)  # the tiny BERT and the digits: once a worker
     path = write(config, tmp_path / "c.yaml")
     # ~2 CPU-minutes of jobs; the wall time limit allows for a machine shared with other work
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    argv = ["-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"]
-    done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=1800)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    run_snakemake(repo_root, "--configfile", path, "--cores", "2", timeout=1800)
     results = tmp_path / "results"
 
     # trained and evaluated under both protocols, its provenance in the cell's metadata
@@ -185,10 +180,6 @@ def test_the_own_loss_template_trains_under_lis_protocol_on_the_demo(repo_root, 
     config["resources_dir"] = str(e2e_resources)
     path = write(config, tmp_path / "c.yaml")
     log = "checkpoints/li2024/tiny-bert/margin_nce/seed42/train_log.jsonl"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    argv = ["-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"]
-    argv += ["--", str(tmp_path / "results" / log)]
-    done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=600)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    run_snakemake(repo_root, "--configfile", path, "--cores", "2", "--", str(tmp_path / "results" / log))
     start = json.loads((tmp_path / "results" / log).open().readline())
     assert "examples/margin_infonce.py:margin_infonce" in start["meta"]["user_losses"]

@@ -32,7 +32,8 @@ def finished(repo_root, tmp_path_factory, e2e_resources):
 
 
 def test_cells_train_evaluate_and_fill_the_table(repo_root, finished, read_curves):
-    workdir, _, _ = finished
+    """The cells' metrics, cards, logs and curves, MACL Table 9 in the report; then nothing left to do."""
+    workdir, config, _ = finished
     results = workdir / "results"
     cards = [sys.executable, "scripts/publish.py", "--configfile", str(workdir / "c.yaml"), "--cards"]
     made = subprocess.run(cards, cwd=repo_root, capture_output=True, text=True, timeout=120)
@@ -56,10 +57,6 @@ def test_cells_train_evaluate_and_fill_the_table(repo_root, finished, read_curve
     rows = [line for line in table.splitlines() if line.startswith("resnet18-w8,macl-bs64,")]
     assert len(rows) == 2 and all(",ok" in row for row in rows), rows
     assert "macl_table9" in (results / "report.md").read_text()
-
-
-def test_nothing_to_do_after_a_finished_run(repo_root, finished):
-    workdir, config, _ = finished
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / "same.yaml"))
     assert "Nothing to be done" in output, output[-2000:]
 

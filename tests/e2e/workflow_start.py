@@ -33,12 +33,8 @@ def snakemake_config(configfile: str | Path, *overrides: str) -> dict:
 
 
 def start_error(configfile: str | Path, *overrides: str) -> str | None:
-    """The one ``contrastlab:`` line with which reading the Snakefile stops, or None when it would not.
-
-    Mirrors the top of rules/common.smk: ``cl_config.validate``, the search points within their budgets,
-    then the identity (and so the verification) of the SentEval data and of the corpus, then the
-    revisions the config asks against the artifacts lock.
-    """
+    """The one ``contrastlab:`` line with which reading the Snakefile stops, or None when it would not: the
+    checks at the top of rules/common.smk, in its order."""
     try:
         config = cl_config.validate(snakemake_config(configfile, *overrides))
     except cl_config.ConfigError as error:

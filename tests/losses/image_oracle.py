@@ -1,14 +1,29 @@
-"""What the image losses' oracle tests share (test_vision.py: MACL Table 9's losses; test_oar.py: OAR's
-losses on raw embeddings): a loss run with its gradients, and the value and gradient checks against a
-float64 oracle. Each module keeps its own batches, hyperparameter sets, tolerances and statistics."""
+"""What the loss tests share: the seeded batches of two views, a loss run with its gradients, and (for the
+image losses of test_vision.py and test_oar.py) the value and gradient checks against a float64 oracle.
+Each module keeps its own hyperparameter sets, tolerances and statistics."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from loss_oracle import value
 
 from contrastlab.losses import build_loss
+
+
+def views(seed, n, d=5, noise=0.5, scale=1.5, offsets=False, dtype=torch.float64):
+    """Two views of ``n`` embeddings of dimension ``d`` drawn from ``seed`` in float64, returned in
+    ``dtype``: h1 = scale · N(0, 1) (with ``offsets``, per-dimension scales 0.5 to 2 and offsets: raw
+    embeddings, which VICReg and Barlow Twins do not normalise), h2 = h1 + noise · N(0, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    if offsets:
+        scale = torch.linspace(0.5, 2.0, d, dtype=torch.float64)
+    h1 = scale * torch.randn(n, d, generator=g, dtype=torch.float64)
+    if offsets:
+        h1 = h1 + torch.randn(d, generator=g)
+    h2 = h1 + noise * torch.randn(n, d, generator=g, dtype=torch.float64)
+    return h1.to(dtype), h2.to(dtype)
 
 
 def run(name, h1, h2, **hp):
@@ -42,6 +57,21 @@ def gradient_matches_oracle(name, hp, h1, h2, tol, oracle_grad):
     torch.testing.assert_close(g1.double(), torch.from_numpy(want1), rtol=tol[0], atol=tol[1])
     torch.testing.assert_close(g2.double(), torch.from_numpy(want2), rtol=tol[0], atol=tol[1])
     return g1
+
+
+def finite_differences(name, h1, h2, hp, step=1e-6):
+    """dL/dh1, dL/dh2 by central differences of the float64 loop oracle's value (``h1``, ``h2``: lists)."""
+    x = h1 + h2
+    n = len(h1)
+    grad = np.zeros((len(x), len(x[0])))
+    for r in range(len(x)):
+        for c in range(len(x[0])):
+            up = [row[:] for row in x]
+            down = [row[:] for row in x]
+            up[r][c] += step
+            down[r][c] -= step
+            grad[r, c] = (value(name, up[:n], up[n:], hp) - value(name, down[:n], down[n:], hp)) / (2 * step)
+    return grad[:n], grad[n:]
 
 
 def symmetric_in_the_views(name, h1, h2):

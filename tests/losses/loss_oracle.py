@@ -118,11 +118,6 @@ def paradigm(h1, h2, m, tau, r, gd=True, weight="exp"):
     return total
 
 
-def _pairs_lse(q, scale):
-    n = len(q)
-    return lse([q[k][l] / scale for k in range(n) for l in range(k)])
-
-
 def mhe_general(h1, h2, lam, tau=0.05, r=None, weight="none"):
     z1, z2 = unit(h1), unit(h2)
     n = len(z1)
@@ -131,7 +126,7 @@ def mhe_general(h1, h2, lam, tau=0.05, r=None, weight="none"):
     for z in (z1, z2):
         q = [[dot(x, y) for y in z] for x in z]
         scale = tau if weight == "exp" else 1.0
-        uni = _pairs_lse(q, scale)
+        uni = lse([q[k][l] / scale for k in range(n) for l in range(k)])  # over the pairs k > l
         for i in range(n):
             if weight == "exp":
                 w = math.exp(lse([q[i][j] / tau for j in range(n) if j != i]) - uni) / tau
@@ -233,9 +228,7 @@ def ntxent(h1, h2, tau):
     return sum(terms) / len(terms)
 
 
-def flatnce(h1, h2, tau):
-    """FlatNCE's value is NT-Xent's (released code: mean e^{v - sg v} - 1 + sg(NT-Xent))."""
-    return ntxent(h1, h2, tau)
+flatnce = ntxent  # FlatNCE's value is NT-Xent's (released code: mean e^{v - sg v} - 1 + sg(NT-Xent))
 
 
 def dcl_vision(h1, h2, tau):

@@ -7,12 +7,14 @@ against autograd of the public ``build_loss`` path on raw embeddings.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
+from image_oracle import run, views
 
 from contrastlab.analysis.paradigm import paradigm_components, paradigm_gradient
-from contrastlab.losses import build_loss
 from contrastlab.losses._common import gated, same_view_gate
 from contrastlab.losses.li2024 import (
     barlow_twins_view_term,
@@ -26,11 +28,7 @@ TOL = {"atol": 1e-5, "rtol": 1e-5}
 SEEDS = [0, 1]
 
 
-def batch(seed, n=6, d=4, noise=0.6):
-    g = torch.Generator().manual_seed(seed)
-    h1 = 1.5 * torch.randn(n, d, generator=g, dtype=torch.float64)
-    h2 = h1 + noise * torch.randn(n, d, generator=g, dtype=torch.float64)
-    return h1, h2
+batch = functools.partial(views, n=6, d=4, noise=0.6)
 
 
 def unit(h):
@@ -41,12 +39,6 @@ def to_h(h, gz):
     """Chain rule through z = h / ||h||."""
     z = unit(h)
     return (gz - (gz * z).sum(-1, keepdim=True) * z) / h.norm(dim=-1, keepdim=True)
-
-
-def grads(name, h1, h2, **hp):
-    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
-    build_loss(name, **hp)(a, b).loss.backward()
-    return a.grad, b.grad
 
 
 def offdiag(m):
@@ -71,7 +63,7 @@ def test_li_eq1_infonce(seed):
     e = torch.exp(z1 @ z2.T / tau)
     eo = offdiag(e)
     gz = (eo @ z2 - eo.sum(-1, keepdim=True) * z2) / (tau * e.sum(-1, keepdim=True))
-    torch.testing.assert_close(grads("infonce", h1, h2, tau=tau)[0], to_h(h1, gz / n), **TOL)
+    torch.testing.assert_close(run("infonce", h1, h2, tau=tau)[1], to_h(h1, gz / n), **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -85,7 +77,7 @@ def test_li_eq2_arccon(seed):
     eo = offdiag(torch.exp(s / tau))
     den = (torch.exp(torch.cos(theta + u) / tau) + eo.sum(-1))[:, None]
     gz = (eo @ z2 - eo.sum(-1, keepdim=True) * ratio * z2) / (tau * den)
-    torch.testing.assert_close(grads("arccon", h1, h2, tau=tau, u=u)[0], to_h(h1, gz / n), **TOL)
+    torch.testing.assert_close(run("arccon", h1, h2, tau=tau, u=u)[1], to_h(h1, gz / n), **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -101,7 +93,7 @@ def test_li_eq3_mpt_met(seed):
     ind = ((s.diagonal() - s[torch.arange(n), j]) < m).double()[:, None]
     assert 0 < ind.sum() < n
     gz = ind * (z2[j] - z2)
-    torch.testing.assert_close(grads("mpt", h1, h2, m=m)[0], to_h(h1, gz / n), **TOL)
+    torch.testing.assert_close(run("mpt", h1, h2, m=m)[1], to_h(h1, gz / n), **TOL)
     # MET: I (z'_j / d_ij - z'_i / d_ii), j = argmin_{k≠i} d_ik
     m = 0.5
     d = torch.sqrt(2 - 2 * s)
@@ -110,7 +102,7 @@ def test_li_eq3_mpt_met(seed):
     ind = ((dj.squeeze(1) - d.diagonal()) < m).double()[:, None]
     assert 0 < ind.sum() < n
     gz = ind * (z2[j] / dj - z2 / d.diagonal()[:, None])
-    torch.testing.assert_close(grads("met", h1, h2, m=m)[0], to_h(h1, gz / n), **TOL)
+    torch.testing.assert_close(run("met", h1, h2, m=m)[1], to_h(h1, gz / n), **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -123,7 +115,7 @@ def test_li_eq4_table1_components_reproduce_gradient(name, hp, seed):
     h1, h2 = batch(seed)
     terms = paradigm_components(h1, h2, losses=(name,), hp={name: hp})[name]
     gz = paradigm_gradient(terms, unit(h1), unit(h2))
-    torch.testing.assert_close(grads(name, h1, h2, **hp)[0], to_h(h1, gz), **TOL)
+    torch.testing.assert_close(run(name, h1, h2, **hp)[1], to_h(h1, gz), **TOL)
 
 
 # ------------------------------------------------------------------ paradigm identity (Li Eq. 4-5)
@@ -168,16 +160,11 @@ def test_paradigm_full_loss_gradient(seed):
     w = _paradigm_w(s, tau, "exp")
     gz = act1.double()[:, None] * (w @ z2 - r * z2) / (n * act1.sum())
     gz = gz - r * act2.double()[:, None] * z2 / (n * act2.sum())
-    got = grads("paradigm", h1, h2, tau=tau, r=r, m=m)[0]
+    got = run("paradigm", h1, h2, tau=tau, r=r, m=m)[1]
     torch.testing.assert_close(got, to_h(h1, gz), **TOL)
 
 
 # ------------------------------------------------------------------ Li Eq. 16-19 (modified losses)
-def _gates(h1, h2, m):
-    z1, z2 = unit(h1), unit(h2)
-    return same_view_gate(z1, m), same_view_gate(z2, m)
-
-
 def _mixed_m(h1):
     z = unit(h1)
     gap = 1 - (z @ z.T).masked_fill(torch.eye(z.shape[0], dtype=torch.bool), -2).amax(-1)
@@ -190,30 +177,10 @@ def _exp_weights(q, tau):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_li_eq16_mmhe(seed):
-    h1, h2 = batch(seed)
-    tau, r, m = 0.4, 1.75, _mixed_m(h1)
-    act1, _ = _gates(h1, h2, m)
-    assert 0 < act1.sum() < h1.shape[0]
-    z1, z2 = unit(h1), unit(h2)
-    lower = torch.ones(6, 6, dtype=torch.bool).tril(-1)
-
-    def eq16(q):  # Σ_{j≠i} e^{q_ij/τ} (z_j - r z'_i) / (τ Σ_{k<l} e^{q_kl/τ}) split into its two parts
-        e = torch.exp(q / tau)
-        return offdiag(e) / (tau * e[lower].sum())
-
-    w1, w2 = eq16(z1 @ z1.T), eq16(z2 @ z2.T)
-    gz = (w1 @ z1 - r * w1.sum(-1, keepdim=True) * z2) - r * w2.sum(-1, keepdim=True) * z2
-    gz = act1.double()[:, None] * gz
-    got = grads("mmhe", h1, h2, lam=1.0, tau=tau, r=r, m=m)[0]
-    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
-
-
-@pytest.mark.parametrize("seed", SEEDS)
 def test_li_eq17_mmhs(seed):
     h1, h2 = batch(seed)
     r, m, n = 1.75, _mixed_m(h1), h1.shape[0]
-    act1, _ = _gates(h1, h2, m)
+    act1 = same_view_gate(unit(h1), m)
     z1, z2 = unit(h1), unit(h2)
     s = z1 @ z2.T
     eye = torch.eye(n, dtype=torch.bool)
@@ -223,25 +190,29 @@ def test_li_eq17_mmhs(seed):
     dm2 = d2.min(-1).values
     gz = (z2[j] - r * z2) / (n * dm1[:, None]) - r * z2 / (n * dm2[:, None])
     gz = act1.double()[:, None] * gz
-    got = grads("mmhs", h1, h2, lam=1.0, r=r, m=m)[0]
+    got = run("mmhs", h1, h2, lam=1.0, r=r, m=m)[1]
     torch.testing.assert_close(got, to_h(h1, gz), **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("name", ["mvicreg", "mbarlow_twins"])
-def test_li_eq18_19_mbarlow_mvicreg(name, seed):
+@pytest.mark.parametrize("name,r", [("mmhe", 1.75), ("mvicreg", 1.5), ("mbarlow_twins", 1.5)])
+def test_li_eq16_18_19_mmhe_mvicreg_mbarlow(name, r, seed):
+    """Gated Σ_{j≠i} G_ij (z_j - r z'_i) - r Σ_{j≠i} G'_ij z'_i, G of view 1 and G' of view 2."""
     h1, h2 = batch(seed)
-    tau, r, m = 0.4, 1.5, _mixed_m(h1)
-    act1, _ = _gates(h1, h2, m)
+    tau, m = 0.4, _mixed_m(h1)
+    act1 = same_view_gate(unit(h1), m)
+    assert 0 < act1.sum() < h1.shape[0]
     z1, z2 = unit(h1), unit(h2)
     q1, q2 = z1 @ z1.T, z2 @ z2.T
-    # view 1: G from z1 z1^T (VICReg, Eq. 19) or z2 z2^T (Barlow Twins, Eq. 6/18); view 2 the other way
-    g1 = offdiag(_exp_weights(q1 if name == "mvicreg" else q2, tau))
-    g2 = offdiag(_exp_weights(q2 if name == "mvicreg" else q1, tau))
+    if name == "mmhe":  # Eq. 16: each view's own e^{q_ij/τ} / (τ Σ_{k<l} e^{q_kl/τ})
+        lower = torch.ones(6, 6, dtype=torch.bool).tril(-1)
+        g1, g2 = (offdiag(torch.exp(q / tau)) / (tau * torch.exp(q / tau)[lower].sum()) for q in (q1, q2))
+    else:  # view 1: G from z1 z1^T (VICReg, Eq. 19) or z2 z2^T (Barlow Twins, Eq. 6/18); view 2 the other way
+        g1 = offdiag(_exp_weights(q1 if name == "mvicreg" else q2, tau))
+        g2 = offdiag(_exp_weights(q2 if name == "mvicreg" else q1, tau))
     gz = (g1 @ z1 - r * g1.sum(-1, keepdim=True) * z2) - r * g2.sum(-1, keepdim=True) * z2
-    gz = act1.double()[:, None] * gz
-    got = grads(name, h1, h2, lam=1.0, tau=tau, r=r, m=m)[0]
-    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
+    got = run(name, h1, h2, lam=1.0, tau=tau, r=r, m=m)[1]
+    torch.testing.assert_close(got, to_h(h1, act1.double()[:, None] * gz), **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -282,19 +253,19 @@ def test_li_appd_originals(seed):
     lower = torch.ones(n, n, dtype=torch.bool).tril(-1)
     e = offdiag(torch.exp(q1))
     gz = -2 * z2 / n + lam * (e @ z1) / torch.exp(q1)[lower].sum()
-    torch.testing.assert_close(grads("mhe", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    torch.testing.assert_close(run("mhe", h1, h2, lam=lam)[1], to_h(h1, gz), **TOL)
     # MHS Eq. 9 with the reference's cross-view, mean-reduced distance
     d = torch.sqrt(2 - 2 * s + 1e-4).masked_fill(eye, 9)
     dm, j = d.min(-1)
     gz = -2 * z2 / n + lam * z2[j] / (n * dm[:, None])
-    torch.testing.assert_close(grads("mhs", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    torch.testing.assert_close(run("mhs", h1, h2, lam=lam)[1], to_h(h1, gz), **TOL)
     # VICReg Eq. 11: (2/N)(-z'_i + ν Σ_j (z_i.z_j / N) z_j), ν = λ
     gz = (2 / n) * (-z2 + lam * (q1 @ z1) / n)
-    torch.testing.assert_close(grads("vicreg_li", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    torch.testing.assert_close(run("vicreg_li", h1, h2, lam=lam)[1], to_h(h1, gz), **TOL)
     # Barlow Twins Eq. 10 with Table 2's weight z'_i.z'_j: (2/N)(-A z'_i + ν Σ_j (z'_i.z'_j / N) z_j)
     c_diag = (z1 * z2).sum(0) / n
     gz = (2 / n) * (-(1 - (1 - lam) * c_diag) * z2 + lam * ((z2 @ z2.T) @ z1) / n)
-    torch.testing.assert_close(grads("barlow_twins_li", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    torch.testing.assert_close(run("barlow_twins_li", h1, h2, lam=lam)[1], to_h(h1, gz), **TOL)
 
 
 # ------------------------------------------------------------------ Nie Eq. 7-9, 11 (+ 16, 18, 19, 39-40)
@@ -312,7 +283,7 @@ def test_nie_eq7_16_infonce_norms(seed):
         neg_norm = e[:, j] * torch.sin(torch.arccos(s[:, j])) / (tau * total * hn)  # Eq. 16
         contrib = neg_norm[:, None] * tangent_unit(z1, z2[j].expand_as(z2))
         g = g + torch.where(torch.arange(n)[:, None] == j, 0.0, contrib)
-    torch.testing.assert_close(grads("infonce", h1, h2, tau=tau)[0], g / n, **TOL)
+    torch.testing.assert_close(run("infonce", h1, h2, tau=tau)[1], g / n, **TOL)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -333,7 +304,7 @@ def test_nie_eq9_11_18_19_dcl(name, seed):
         dcl_i = -s.diagonal() / tau + torch.log(eo.sum(-1))
         assert 0 < (dcl_i > 0).sum() < n
         g = g * (dcl_i > 0).double()[:, None]  # Eq. 11 / 19
-    torch.testing.assert_close(grads(name, h1, h2, tau=tau)[0], g / n, **TOL)
+    torch.testing.assert_close(run(name, h1, h2, tau=tau)[1], g / n, **TOL)
 
 
 @pytest.mark.parametrize("alpha", [2.0, 3.0])
@@ -344,7 +315,7 @@ def test_nie_eq8_alignment(alpha):
     theta = torch.arccos((z1 * z2).sum(-1))
     norm = alpha * (2 * torch.sin(theta / 2)) ** (alpha - 2) * torch.sin(theta) / h1.norm(dim=-1)  # Eq. 8
     g = -norm[:, None] * tangent_unit(z1, z2)
-    got = grads("align_uniform", h1, h2, lam=0.0, alpha=alpha)[0]
+    got = run("align_uniform", h1, h2, lam=0.0, alpha=alpha)[1]
     torch.testing.assert_close(got, g / n, **TOL)
 
 
@@ -360,4 +331,4 @@ def test_nie_eq39_40_mat(seed):
     assert 0 < active.sum() < n
     g = (tangent_unit(z1, z2[j]) - tangent_unit(z1, z2)) / h1.norm(dim=-1, keepdim=True)
     g = g * active.double()[:, None]
-    torch.testing.assert_close(grads("mat", h1, h2, m=m)[0], g / n, **TOL)
+    torch.testing.assert_close(run("mat", h1, h2, m=m)[1], g / n, **TOL)

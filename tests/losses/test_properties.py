@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
+from image_oracle import run, views
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.li2024 import paradigm_view_term
 
-
-def batch(seed, n=8, d=5, noise=0.5):
-    g = torch.Generator().manual_seed(seed)
-    h1 = torch.randn(n, d, generator=g, dtype=torch.float64)
-    return h1, h1 + noise * torch.randn(n, d, generator=g, dtype=torch.float64)
-
-
-def grads(name, h1, h2, **hp):
-    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
-    out = build_loss(name, **hp)(a, b)
-    out.loss.backward()
-    return a.grad, b.grad, out
+batch = functools.partial(views, n=8, scale=1.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -33,7 +25,7 @@ def test_dcl_plus_zero_gradient_where_dcl_nonpositive(seed):
         dcl_i = -s.diagonal() / tau + torch.logsumexp(s.masked_fill(eye, float("-inf")) / tau, -1)
         if 0 < (dcl_i <= 0).sum() < 8:
             break
-    g1, _, out = grads("dcl_plus", h1, h2, tau=tau)
+    out, g1, _ = run("dcl_plus", h1, h2, tau=tau)
     inactive = dcl_i <= 0
     assert 0 < inactive.sum() < 8
     assert torch.all(g1[inactive] == 0)
@@ -44,15 +36,15 @@ def test_dcl_plus_zero_gradient_where_dcl_nonpositive(seed):
 @pytest.mark.parametrize("name,m", [("mpt", 0.3), ("met", 0.4), ("mat", 0.15)])
 def test_triplets_zero_gradient_once_margin_met(name, m):
     h1, h2 = batch(3)
-    g1, g2, out = grads(name, h1, h2, m=m)
+    out, g1, g2 = run(name, h1, h2, m=m)
     inactive = g1.norm(dim=-1) == 0
     assert 0 < out.stats["gd_active"] < 1
     assert inactive.double().mean().item() == pytest.approx(1 - out.stats["gd_active"])
     # margin met by every anchor: loss and every gradient are exactly zero
-    g1, g2, out = grads(name, h1, h2, m=-5.0)
+    out, g1, g2 = run(name, h1, h2, m=-5.0)
     assert out.loss.item() == 0 and torch.all(g1 == 0) and torch.all(g2 == 0) and out.stats["gd_active"] == 0
     # margin never met: every anchor gets a gradient
-    g1, _, out = grads(name, h1, h2, m=5.0)
+    out, g1, _ = run(name, h1, h2, m=5.0)
     assert out.stats["gd_active"] == 1 and torch.all(g1.norm(dim=-1) > 0)
 
 
@@ -64,7 +56,7 @@ def test_macl_temperature_and_weight(alpha, a0, reweight):
     z1, z2 = F.normalize(h1, dim=-1), F.normalize(h2, dim=-1)
     big_a = (z1 * z2).sum(-1).mean().item()
     tau_a = tau0 * (1 + alpha * (big_a - a0))
-    g1, g2, out = grads("macl", h1, h2, tau0=tau0, alpha=alpha, a0=a0, reweight=reweight)
+    out, g1, g2 = run("macl", h1, h2, tau0=tau0, alpha=alpha, a0=a0, reweight=reweight)
     assert out.stats["tau_a"] == pytest.approx(tau_a, rel=1e-12)
     # same loss value / gradient as InfoNCE at τ_a, each anchor scaled by V_i = 1/(1 - P_i)
     s = z1 @ z2.T
@@ -94,7 +86,7 @@ def test_paradigm_without_gd_parallel_to_infonce(seed):
     anchor's own term are parallel (same direction, positive ratio (1 - P_ii) N / τ)."""
     h1, h2 = batch(seed)
     tau = 0.3
-    g_info = grads("infonce", h1, h2, tau=tau)[0]
+    g_info = run("infonce", h1, h2, tau=tau)[1]
     a = h1.clone().requires_grad_()
     z1, z2 = F.normalize(a, dim=-1), F.normalize(h2, dim=-1)
     ones = torch.ones(8, dtype=torch.bool)

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from image_oracle import run
 
 import contrastlab.losses as losses
 from contrastlab.analysis import paradigm as paradigm_view
@@ -148,13 +149,8 @@ def test_table5_original_option_equals_original_loss(original):
     name, lam = original
     modified, opts = TABLE5[original]
     h1, h2 = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
-    outs = []
-    for loss_name, hp in ((name, {"lam": lam}), (modified, opts)):
-        a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
-        out = build_loss(loss_name, **hp)(a, b)
-        out.loss.backward()
-        outs.append((out.loss.detach(), a.grad, b.grad))
-    for x, y in zip(*outs, strict=True):
+    runs = [run(name, h1, h2, lam=lam), run(modified, h1, h2, **opts)]
+    for x, y in zip(*[(out.loss.detach(), *grads) for out, *grads in runs], strict=True):
         torch.testing.assert_close(x, y, atol=1e-12, rtol=1e-12)
 
 

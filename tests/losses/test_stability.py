@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from image_oracle import views
 
 from contrastlab.losses import LOSS_MODULES, LOSSES, build_loss
 
@@ -53,24 +54,12 @@ def test_finite(name, kind, precision):
     assert all(math.isfinite(v) for v in out.stats.values())
 
 
-def _image_views(offsets: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two views of a batch of 8 embeddings of dimension 5, 0.5 apart, from seed 7 in float64; with
-    ``offsets``, per-dimension scales and offsets (raw embeddings, which VICReg does not normalise)."""
-    g = torch.Generator().manual_seed(7)
-    if offsets:
-        scale = torch.linspace(0.5, 2.0, 5, dtype=torch.float64)
-        h1 = scale * torch.randn(8, 5, generator=g, dtype=torch.float64) + torch.randn(5, generator=g)
-    else:
-        h1 = 1.5 * torch.randn(8, 5, generator=g, dtype=torch.float64)
-    return h1, h1 + 0.5 * torch.randn(8, 5, generator=g, dtype=torch.float64)
-
-
 @pytest.mark.parametrize("name", IMAGE_LOSSES)
 @pytest.mark.parametrize("offsets", [False, True], ids=["plain", "offsets"])
 def test_autocast_input_gives_float32_loss(name, offsets):
     """An image loss under the image trainer's bf16 autocast: the loss in float32, the input's gradient in
     the input's bf16, finite."""
-    h1, h2 = _image_views(offsets)
+    h1, h2 = views(7, 8, offsets=offsets)
     a, b = h1.to(torch.bfloat16).requires_grad_(), h2.to(torch.bfloat16).requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = build_loss(name)(a, b)

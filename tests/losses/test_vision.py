@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from image_oracle import as_lists, gradient_matches_oracle, run, symmetric_in_the_views, value_matches_oracle
+from image_oracle import (
+    as_lists,
+    finite_differences,
+    gradient_matches_oracle,
+    run,
+    symmetric_in_the_views,
+    value_matches_oracle,
+)
+from image_oracle import views as batch
 from loss_oracle import (
     dualtemp_weights,
     macl_vision_tau,
@@ -32,22 +40,12 @@ HP_SETS = {
     "dualtemp": [{}, {"tau": 0.2, "tau_beta": 0.7}, {"tau": 0.2, "tau_beta": 0.7, "negatives": "both_views"}],
     "macl_vision": [{}, {"tau0": 0.2, "alpha": 1.0, "a0": 0.3, "reweight": False}],
 }
-CASES = [(name, i) for name in NAMES for i in range(len(HP_SETS[name]))]
+#: (name, hyperparameters) of every set of :data:`HP_SETS`, over the defaults.
+CASES = [(name, {**DEFAULTS[name], **hp}) for name in NAMES for hp in HP_SETS[name]]
 TOL = {
     torch.float64: {"value": (1e-10, 1e-10), "grad": (1e-9, 1e-8)},
     torch.float32: {"value": (2e-5, 2e-5), "grad": (2e-4, 2e-4)},
 }
-
-
-def batch(seed, n, d=5, noise=0.5, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    h1 = 1.5 * torch.randn(n, d, generator=g, dtype=torch.float64)
-    h2 = h1 + noise * torch.randn(n, d, generator=g, dtype=torch.float64)
-    return h1.to(dtype), h2.to(dtype)
-
-
-def full_hp(name, i):
-    return {**DEFAULTS[name], **HP_SETS[name][i]}
 
 
 # ------------------------------------------------------------------ oracle gradients
@@ -101,10 +99,9 @@ def oracle_grad(name, h1, h2, hp):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("n", [2, 3, 8])
-@pytest.mark.parametrize("name,i", CASES)
-def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
+@pytest.mark.parametrize("name,hp", CASES)
+def test_value_stats_and_gradient_match_oracle(name, hp, n, seed, dtype):
     h1, h2 = batch(seed, n, dtype=dtype)
-    hp = full_hp(name, i)
     out, x1, x2 = value_matches_oracle(name, hp, h1, h2, TOL[dtype]["value"])
     rtol, atol = TOL[dtype]["value"]
     z, s, pos, _ = two_n(x1, x2)
@@ -120,15 +117,7 @@ def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
         if hp["reweight"]:
             v = macl_vision_weights(x1, x2, hp["tau0"], hp["alpha"], hp["a0"], True)
             assert out.stats["weight_mean"] == pytest.approx(np.mean(v), rel=10 * rtol)
-
-
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("n", [2, 3, 8])
-@pytest.mark.parametrize("name,i", CASES)
-def test_gradient_matches_oracle(name, i, n, seed, dtype):
-    h1, h2 = batch(seed, n, dtype=dtype)
-    gradient_matches_oracle(name, full_hp(name, i), h1, h2, TOL[dtype]["grad"], oracle_grad)
+    gradient_matches_oracle(name, hp, h1, h2, TOL[dtype]["grad"], oracle_grad)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -137,18 +126,11 @@ def test_oracle_gradient_is_the_finite_difference_of_the_oracle(name, n):
     """The analytic oracle gradient checked once against central differences of the oracle value
     (for the two losses without stop-gradients)."""
     h1, h2 = batch(3, n, d=3)
-    hp = full_hp(name, 1)
-    x = as_lists(h1) + as_lists(h2)
-    want = np.concatenate(oracle_grad(name, x[:n], x[n:], hp))
-    eps = 1e-6
-    for r in range(2 * n):
-        for c in range(3):
-            up = [row[:] for row in x]
-            down = [row[:] for row in x]
-            up[r][c] += eps
-            down[r][c] -= eps
-            fd = (value(name, up[:n], up[n:], hp) - value(name, down[:n], down[n:], hp)) / (2 * eps)
-            assert fd == pytest.approx(want[r][c], abs=1e-7)
+    hp = {**DEFAULTS[name], **HP_SETS[name][1]}
+    x1, x2 = as_lists(h1), as_lists(h2)
+    want = np.concatenate(oracle_grad(name, x1, x2, hp))
+    fd = np.concatenate(finite_differences(name, x1, x2, hp))
+    np.testing.assert_allclose(fd, want, rtol=0, atol=1e-7)
 
 
 def test_hand_computed_closed_forms():
