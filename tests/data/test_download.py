@@ -264,15 +264,15 @@ def _truncated_task(src):
 
 
 @pytest.mark.parametrize(
-    ("make", "problem"),
+    ("tar_of", "problem"),
     [
         (_other_layout, r"neither SentEval's task folders .* is it senteval.tar\?"),
         (_truncated_task, "rt-polarity.pos"),
     ],
 )
-def test_a_tar_of_something_else_or_truncated_data_is_refused_in_one_line(server, tmp_path, make, problem):
+def test_a_tar_of_something_else_or_truncated_data_is_refused_in_one_line(server, tmp_path, tar_of, problem):
     base, handler = server
-    handler.files["/senteval.tar"] = make(tmp_path / "src")
+    handler.files["/senteval.tar"] = tar_of(tmp_path / "src")
     with pytest.raises(download.ContentError, match=problem):
         _senteval(f"{base}/senteval.tar", tmp_path, tmp_path / "lock.json")
 
