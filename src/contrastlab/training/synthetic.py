@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
-from contrastlab.training.settings import settings_from_dict
+from contrastlab.training.settings import Settings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,9 +66,12 @@ CLUSTER_DIRECTIONS = torch.tensor(
 
 
 @dataclass(frozen=True)
-class SyntheticSettings:
+class SyntheticSettings(Settings):
     """Everything that defines the study (a few seconds on one CPU thread with the defaults); every
-    field but ``losses`` is shared by all eight trainings."""
+    field but ``losses`` is shared by all eight trainings. ``from_dict``: the config's ``oar_synthetic``
+    block."""
+
+    WHAT: ClassVar[str] = "oar_synthetic"
 
     # --- data (§3): 3 x 200 points on three noisy lines inside the unit ball
     points_per_cluster: int = 200
@@ -151,11 +154,6 @@ class SyntheticSettings:
                 raise ValueError(f"sweep overrides fields of the study's setup, not {sorted(unknown)}")
         if self.sweep and self.sweep_loss not in self.losses:
             raise ValueError(f"sweep_loss {self.sweep_loss!r} is not in losses ({', '.join(self.losses)})")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> SyntheticSettings:
-        """Build from a mapping (the config's ``oar_synthetic`` block); unknown keys raise."""
-        return settings_from_dict(cls, values, "oar_synthetic")
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from contrastlab.training.runtime import (
     epoch_order,
     seed_all,
 )
-from contrastlab.training.settings import check_against_schema, settings_from_dict
+from contrastlab.training.settings import Settings, check_against_schema
 from contrastlab.training.vision_select import ValSelection
 from contrastlab.training.vision_step import OarBatch, OarBatches, host_to_device, train_step
 
@@ -76,6 +76,18 @@ SETTINGS_FILE = "settings.json"
 ANCHORS_FILE = "anchors.safetensors"
 
 
+#: The settings that are keyword arguments of :class:`SimCLRAugment` of the same name.
+AUGMENT_FIELDS = (
+    "crop_scale",
+    "crop_ratio",
+    "jitter",
+    "jitter_p",
+    "gray_p",
+    "flip_p",
+    "blur_p",
+    "blur_sigma",
+    "blur_kernel",
+)
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
 #: ``cuda_graph`` None (decided by the device) counts as default at False, what every run had before it.
 LATER_DEFAULTS = {
@@ -87,10 +99,11 @@ LATER_DEFAULTS = {
 
 
 @dataclass(frozen=True)
-class VisionTrainSettings:
+class VisionTrainSettings(Settings):
     """Everything that defines one vision cell; defaults are MACL App. B.3's CIFAR-10 setting."""
 
     TRACK: ClassVar[str] = "vision"  # families.step_mode's track
+    WHAT: ClassVar[str] = "vision training"
     dataset: str = "cifar10"  # digits | cifar10 | cifar100
     loss: str = "ntxent"
     loss_hp: Mapping[str, Any] = field(default_factory=dict)
@@ -177,37 +190,9 @@ class VisionTrainSettings:
         if self.width < 1:  # not a config key: set from the backbone
             raise ValueError(f"width must be >= 1, got {self.width}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> VisionTrainSettings:
-        """Build from a flat mapping (the workflow's resolved settings); unknown keys raise."""
-        return settings_from_dict(cls, values, "vision training")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (tuples as lists): ``from_dict(to_dict())`` gives the same settings."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
     def augment(self, size: int, mean, std) -> SimCLRAugment:
         """The training augmentation these settings describe, for images of side ``size``."""
-        return SimCLRAugment(
-            size,
-            mean=mean,
-            std=std,
-            crop_scale=self.crop_scale,
-            crop_ratio=self.crop_ratio,
-            jitter=self.jitter,
-            jitter_p=self.jitter_p,
-            gray_p=self.gray_p,
-            flip_p=self.flip_p,
-            blur_p=self.blur_p,
-            blur_sigma=self.blur_sigma,
-            blur_kernel=self.blur_kernel,
-        )
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    return list(value) if isinstance(value, tuple) else value
+        return SimCLRAugment(size, mean=mean, std=std, **{k: getattr(self, k) for k in AUGMENT_FIELDS})
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:
