@@ -18,7 +18,7 @@ from contrastlab.losses import build_loss
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 from contrastlab.training.sentence import TrainSettings, build_head, train, train_step
-from contrastlab.training.vision import VisionTrainSettings
+from contrastlab.training.vision import VisionTrainSettings, train_vision
 
 L, N, VOCAB = 16, 8, 200  # max_length, sentences per batch, vocabulary of the random BERT
 
@@ -224,14 +224,17 @@ def test_cuda_graph_needs_one_encoder_pass_per_step():
         TrainSettings(loss="infonce", cuda_graph=True, grad_accum=2)
 
 
-def test_cuda_graph_on_a_cpu_is_one_line_before_anything_loads(tmp_path):
+@pytest.mark.parametrize("track", ["sentence", "vision"])
+def test_cuda_graph_on_a_cpu_is_one_line_before_anything_loads(tmp_path, track):
+    paths = dict(out_dir=tmp_path / "out", log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state")
     with pytest.raises(ValueError, match="cuda_graph: true .* needs a CUDA device, but this run is on cpu"):
-        train(
-            TrainSettings(loss="infonce", cuda_graph=True),
-            backbone_dir=tmp_path / "absent", corpus_path=tmp_path / "absent.txt", dev_data_dir=tmp_path,
-            out_dir=tmp_path / "out", log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state",
-            device="cpu", progress=False,
-        )  # fmt: skip
+        if track == "sentence":
+            absent = dict(backbone_dir=tmp_path / "absent", corpus_path=tmp_path / "absent.txt")
+            settings = TrainSettings(loss="infonce", cuda_graph=True)
+            train(settings, **absent, dev_data_dir=tmp_path, **paths, device="cpu", progress=False)
+        else:
+            settings = VisionTrainSettings(dataset="cifar10", cuda_graph=True)
+            train_vision(settings, data_root=tmp_path / "absent", **paths, device="cpu", progress=False)
 
 
 def test_pad_to_width_refuses_a_batch_wider_than_max_length():
@@ -321,20 +324,6 @@ def test_for_device_decides_either_tracks_step_mode(settings, device, values, n_
     got, notes = capture.for_device(configured, torch.device(device), n_images=n_images)
     assert got == dataclasses.replace(configured, **decided)  # nothing else decided
     assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])
-
-
-def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():
-    """The settings the trainer fingerprinted before the device-dependent defaults (cuda_graph false, dev
-    batches of 128, no deterministic key) and today's give one fingerprint: an interrupted cell resumes."""
-    from contrastlab.training.sentence import LATER_DEFAULTS
-    from contrastlab.training.settings import fingerprint_settings
-
-    today = TrainSettings(loss="infonce").to_dict()
-    before = {k: v for k, v in today.items() if k != "deterministic"}
-    before.update(cuda_graph=False, dev_batch_size=128)
-    assert fingerprint_settings(today, LATER_DEFAULTS) == fingerprint_settings(before, LATER_DEFAULTS)
-    chosen = TrainSettings(loss="infonce", deterministic=True, cuda_graph=True).to_dict()
-    assert {"deterministic", "cuda_graph"} <= set(fingerprint_settings(chosen, LATER_DEFAULTS))
 
 
 def test_a_step_that_cannot_be_captured_is_named_in_one_line_and_runs_eager():
