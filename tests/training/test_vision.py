@@ -99,25 +99,20 @@ def reference_oar(tmp_path_factory, vision_settings, train_image) -> Path:
     return workdir
 
 
-def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss(reference_oar):
-    records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
-    val = [r for r in records if r["event"] == "val"]
-    assert [r["epoch"] for r in val] == [0, 1] and all(r["val_loss"] > 0 for r in val)
-    losses = [r["val_loss"] for r in val]
-    _, summary = load_encoder(reference_oar / "encoder")
-    assert summary["val_losses"] == losses and summary["kept_epoch"] == losses.index(min(losses))
-    assert summary["val_images"] == 287 and summary["keep"] == "best_val_loss"
-    train = [r for r in records if r["event"] == "train"]
-    assert all(r["stats"]["anchor_cos"] == pytest.approx(1 - r["stats"]["oar"]) for r in train)
-
-
-def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
+def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss_and_trains_toward_its_anchors(reference_oar):
     from safetensors.torch import load_file
 
     from contrastlab.losses.oar import orthonormal_anchors
 
     records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
     start, train = records[0], [r for r in records if r["event"] == "train"]
+    val = [r for r in records if r["event"] == "val"]
+    assert [r["epoch"] for r in val] == [0, 1] and all(r["val_loss"] > 0 for r in val)
+    losses = [r["val_loss"] for r in val]
+    encoder, summary = load_encoder(reference_oar / "encoder")
+    assert summary["val_losses"] == losses and summary["kept_epoch"] == losses.index(min(losses))
+    assert summary["val_images"] == 287 and summary["keep"] == "best_val_loss"
+    assert all(r["stats"]["anchor_cos"] == pytest.approx(1 - r["stats"]["oar"]) for r in train)
     # 1437 digits: 287 held out for validation, 1150 train (17 batches of 64); 143 labelled (10% of all).
     assert start["oar_labelled"] == 143 and start["loss_dim"] == 32 and start["steps_per_epoch"] == 17
     assert start["n_images"] == 1150
@@ -128,7 +123,6 @@ def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
     anchors = load_file(reference_oar / "encoder" / "anchors.safetensors")["anchors"]
     expected = orthonormal_anchors(10, 32, generator=torch.Generator().manual_seed(42))  # the default seed
     assert torch.equal(anchors, expected.float())
-    encoder, summary = load_encoder(reference_oar / "encoder")
     assert summary["settings"]["oar_fraction"] == 0.1 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)
 
 
