@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from contrastlab.losses import build_loss
+from contrastlab.precision import fp32_mode_now
 from contrastlab.training import sentence
-from contrastlab.training.runtime import Precision, TrainingRun, build_optimizer, fp32_mode_now
+from contrastlab.training.runtime import Precision, TrainingRun, build_optimizer
 from tests.training.test_runtime import fused_and_plain
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")

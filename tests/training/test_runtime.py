@@ -10,7 +10,7 @@ import torch
 
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.precision import CHOICES, set_fp32_mode
+from contrastlab.precision import CHOICES, fp32_mode_now, set_fp32_mode
 from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_training
 from contrastlab.training.runtime import (
@@ -20,7 +20,6 @@ from contrastlab.training.runtime import (
     SnapshotMismatchError,
     TrainingRun,
     build_optimizer,
-    fp32_mode_now,
 )
 from contrastlab.workflow.job import is_deterministic_failure
 

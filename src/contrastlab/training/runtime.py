@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from contrastlab.models import pick_device
-from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
+from contrastlab.precision import resolve, set_fp32_mode
 from contrastlab.training import capture
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, default_events_dir
