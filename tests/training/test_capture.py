@@ -150,17 +150,20 @@ class _SyncCounter(TorchDispatchMode):
             monkeypatch.undo()
 
 
-def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> list[str]:
-    """Sync-like calls in one training step (forward, backward, clip, fp16 unscale/skip/update, fused
-    AdamW: the CUDA default optimiser, whose fp16 path keeps found_inf on the device), after a warm step."""
+def _one_step(tmp_path, precision: str, *, old_path: bool = False, device: str = "cpu"):
+    """One training step on ``device`` as a function (forward, backward, clip, fp16 unscale/skip/update,
+    fused AdamW: the CUDA default optimiser, whose fp16 path keeps found_inf on the device), run once
+    already, so that the optimiser's state and the scaler's tensors exist."""
     run = TrainingRun(
-        tmp_path / precision, device="cpu", precision=precision, state_every=None, progress=False
+        tmp_path / precision, device=device, precision=precision, state_every=None, progress=False
     )
+    device = run.device
     model, head = _bert()
+    model.to(device), head.to(device)
     params = [*model.parameters(), *head.parameters()]
-    optimizer = build_optimizer("adamw", params, torch.device("cpu"), fused=True, lr=1e-3)
+    optimizer = build_optimizer("adamw", params, device, fused=True, lr=1e-3)
     loss_fn, encoder = build_loss("infonce"), (_Mask2d(model) if old_path else model)
-    ids, mask = _batches(1, full_width=False)[0]
+    ids, mask = (x.to(device) for x in _batches(1, full_width=False)[0])
 
     def step():
         with run.step_context():
@@ -168,7 +171,13 @@ def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> li
             train_step(encoder, head, loss_fn, [(ids, mask)], **options)
             return run.optimizer_step(optimizer, params, 1.0)
 
-    step()  # optimizer state and scaler tensors exist
+    step()
+    return step
+
+
+def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> list[str]:
+    """Sync-like calls in one training step (:func:`_one_step`), after a warm step."""
+    step = _one_step(tmp_path, precision, old_path=old_path)
     with _SyncCounter().counting(monkeypatch) as counter:
         step()
     return counter.calls
@@ -189,25 +198,7 @@ def test_the_counter_catches_the_old_steps_mask_sync(tmp_path, monkeypatch):
 )
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_the_step_never_syncs_on_cuda(tmp_path, precision):
-    device = torch.device("cuda")
-    run = TrainingRun(
-        tmp_path / precision, device=device, precision=precision, state_every=None, progress=False
-    )
-    model, head = _bert()
-    model.to(device), head.to(device)
-    params = [*model.parameters(), *head.parameters()]
-    optimizer = build_optimizer("adamw", params, device, lr=1e-3)
-    loss_fn = build_loss("infonce")
-    ids, mask = (x.to(device) for x in _batches(1, full_width=False)[0])
-
-    def step():
-        with run.step_context():
-            train_step(
-                model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False, scale=run.scale
-            )
-            return run.optimizer_step(optimizer, params, 1.0)
-
-    step()
+    step = _one_step(tmp_path, precision, device="cuda")
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
