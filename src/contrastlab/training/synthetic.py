@@ -319,15 +319,11 @@ def distinct_directions(z: Any, labels: Any, min_angle_deg: float = 30.0) -> int
     """How many distinct directions the clusters keep: clusters whose axes are less than
     ``min_angle_deg`` apart (:func:`axis_angles`) are merged, transitively (single linkage), and the
     groups counted. 3 = the three clusters on three lines, 1 = all fused onto one line (§3)."""
+    from scipy.sparse.csgraph import connected_components
+
     axes = cluster_axes(z, labels)
     close = np.degrees(torch.arccos((axes @ axes.T).abs().clamp(max=1.0)).numpy()) < min_angle_deg
-    group = list(range(len(axes)))  # union-find over at most K clusters
-    for i in range(len(axes)):
-        for j in range(i + 1, len(axes)):
-            if close[i, j]:
-                old, new = group[j], group[i]
-                group = [new if g == old else g for g in group]
-    return len(set(group))
+    return int(connected_components(close, directed=False)[0])
 
 
 # --------------------------------------------------------------------------- training
