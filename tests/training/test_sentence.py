@@ -150,6 +150,30 @@ def _train_in_process(args: dict) -> None:
     train(settings, progress=False, device="cpu", **{k: v for k, v in args.items() if k != "settings"})
 
 
+def _wait(proc: multiprocessing.Process, tmp_path: Path, ready, what: str) -> None:
+    """Until ``ready()``: the killed run (its output in ``killed.log``) must not end first, and ``what``
+    must be seen within two minutes."""
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert proc.is_alive(), f"run ended before the kill: {(tmp_path / 'killed.log').read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"no {what} seen in time"
+        time.sleep(0.02)
+
+
+def _resumed_as_straight(killed_args: dict, folder: Path, straight_dir: Path) -> dict:
+    """The killed run in ``folder`` resumed in this process: its selection, dev scores and weights are the
+    uninterrupted run's, bit for bit. Returns its summary."""
+    _train_in_process(killed_args)
+    resumed = json.loads((folder / "model/train_summary.json").read_text())
+    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
+    assert straight["resumed_from"] == []
+    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
+        assert resumed[key] == straight[key], key
+    a, b = (load_file(f / "model/model.safetensors") for f in (folder, straight_dir))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    return resumed
+
+
 @pytest.fixture(scope="module")
 def straight_runs(tmp_path_factory, sentence_data):
     """The uninterrupted run per precision, trained once for all kill points (in this process)."""
@@ -180,28 +204,16 @@ def test_resume_after_sigkill_is_bit_identical(
     kill_after = chooser.choice([2, 4, 6, 8, 10])
     killed_args = _train_args(settings, sentence_data, tmp_path / "killed", tmp_path / "cache")
 
-    log = tmp_path / "killed.log"
-    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, log)
-    deadline = time.monotonic() + 120
-    while _info_step(tmp_path / "killed" / "state") < kill_after:
-        assert proc.is_alive(), f"run ended before the kill: {log.read_text()[-2000:]}"
-        assert time.monotonic() < deadline, "no snapshot written in time"
-        time.sleep(0.02)
+    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, tmp_path / "killed.log")
+    _wait(proc, tmp_path, lambda: _info_step(tmp_path / "killed" / "state") >= kill_after, "snapshot")
     time.sleep(chooser.uniform(0, 0.3))  # somewhere in the next steps
     proc.kill()  # SIGKILL
     proc.join()
     assert not (tmp_path / "killed" / "model").exists()
 
-    _train_in_process(killed_args)  # resume the killed run
     straight_dir = straight_runs(precision)
-    resumed = json.loads((tmp_path / "killed/model/train_summary.json").read_text())
-    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
+    resumed = _resumed_as_straight(killed_args, tmp_path / "killed", straight_dir)
     assert resumed["resumed_from"] and resumed["resumed_from"][0] >= kill_after
-    assert straight["resumed_from"] == []
-    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
-        assert resumed[key] == straight[key], key
-    a, b = (load_file(folder / "model/model.safetensors") for folder in (tmp_path / "killed", straight_dir))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     logs = {"killed": tmp_path / "killed" / "log.jsonl", "straight": straight_dir / "log.jsonl"}
 
@@ -246,32 +258,20 @@ def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one
     resumes from it to the uninterrupted run's checkpoint and dev scores, bit for bit."""
     killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
-    log = tmp_path / "killed.log"
-    proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, log)
-    deadline = time.monotonic() + 120
+    proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, tmp_path / "killed.log")
 
     def writing_after_step_6() -> bool:
         partial = list(state_dir.glob(f".{st.STATE_FILE}.*.partial"))
         steps = [r.get("step", 0) for r in read_log(state_dir / st.LOG_FILE)] if partial else []
         return bool(partial) and max(steps, default=0) >= 6
 
-    while not writing_after_step_6():
-        assert proc.is_alive(), f"run ended before the kill: {log.read_text()[-2000:]}"
-        assert time.monotonic() < deadline, "no background write seen in time"
-        time.sleep(0.02)
+    _wait(proc, tmp_path, writing_after_step_6, "background write")
     assert _info_step(state_dir) == 2  # step 4's snapshot is the one being written
     proc.kill()  # SIGKILL
     proc.join()
 
-    _train_in_process(killed_args)
-    straight_dir = straight_runs("fp32")
-    resumed = json.loads((tmp_path / "killed/model/train_summary.json").read_text())
-    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
+    resumed = _resumed_as_straight(killed_args, tmp_path / "killed", straight_runs("fp32"))
     assert resumed["resumed_from"] == [2]
-    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
-        assert resumed[key] == straight[key], key
-    a, b = (load_file(folder / "model/model.safetensors") for folder in (tmp_path / "killed", straight_dir))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     observed("killed while step 4's snapshot was written, step 6 trained; resumed from step 2, weights equal")
 
 
