@@ -22,6 +22,7 @@ from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
 from tests import forked
+from tests.training.conftest import poison_loss
 from tests.training.test_state import Payload
 
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
@@ -293,24 +294,9 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
 
 
-def _nan_from_third_loss_call(monkeypatch) -> None:
-    real = sentence.build_loss
-
-    def build_nan_loss(name, **hp):
-        loss_fn, calls = real(name, **hp), {"n": 0}
-
-        def nan_from_third_step(h1, h2, with_stats=False):
-            calls["n"] += 1
-            return loss_fn(h1 * (float("nan") if calls["n"] >= 3 else 1.0), h2, with_stats=with_stats)
-
-        return nan_from_third_step
-
-    monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
-
-
 @pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
 def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
-    _nan_from_third_loss_call(monkeypatch)
+    poison_loss(monkeypatch, sentence, 3)
     with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
         run(tmp_path, train_tiny, log_every=5)
     assert not (tmp_path / "model").exists()
@@ -323,7 +309,7 @@ def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
     tmp_path, train_tiny, monkeypatch, observed
 ):
     """With check_every=0 (CUDA's) the flag is read at step 4's evaluation; the message names step 3."""
-    _nan_from_third_loss_call(monkeypatch)
+    poison_loss(monkeypatch, sentence, 3)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 3 \(detected at step 4") as caught:
         train_tiny(tmp_path, max_steps=12, log_every=5, check_every=0)
     observed(str(caught.value)[:80])

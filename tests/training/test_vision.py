@@ -19,6 +19,7 @@ from contrastlab.training.vision import (
     two_views,
 )
 from tests import forked
+from tests.training.conftest import poison_loss
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
 
@@ -164,20 +165,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
 def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed, vision_settings, train_image):
     from contrastlab.training import vision
 
-    real = vision.build_loss
-
-    def poisoned(name, **hp):
-        loss_fn, calls = real(name, **hp), [0]
-
-        def call(h1, h2, with_stats=True):
-            calls[0] += 1
-            if calls[0] == 4:
-                h1 = h1 * float("nan")
-            return loss_fn(h1, h2, with_stats=with_stats)
-
-        return call
-
-    monkeypatch.setattr(vision, "build_loss", poisoned)
+    poison_loss(monkeypatch, vision, 4)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 4.*loss stats") as caught:
         train_image(vision_settings(max_steps=6), tmp_path)
     observed(str(caught.value)[:90])
