@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import shutil
@@ -76,18 +77,6 @@ SETTINGS_FILE = "settings.json"
 ANCHORS_FILE = "anchors.safetensors"
 
 
-#: The settings that are keyword arguments of :class:`SimCLRAugment` of the same name.
-AUGMENT_FIELDS = (
-    "crop_scale",
-    "crop_ratio",
-    "jitter",
-    "jitter_p",
-    "gray_p",
-    "flip_p",
-    "blur_p",
-    "blur_sigma",
-    "blur_kernel",
-)
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
 #: ``cuda_graph`` None (decided by the device) counts as default at False, what every run had before it.
 LATER_DEFAULTS = {
@@ -191,8 +180,10 @@ class VisionTrainSettings(Settings):
             raise ValueError(f"width must be >= 1, got {self.width}")
 
     def augment(self, size: int, mean, std) -> SimCLRAugment:
-        """The training augmentation these settings describe, for images of side ``size``."""
-        return SimCLRAugment(size, mean=mean, std=std, **{k: getattr(self, k) for k in AUGMENT_FIELDS})
+        """The training augmentation these settings describe, for images of side ``size``: each keyword of
+        :class:`SimCLRAugment` but the image's is the setting of its name."""
+        keywords = inspect.signature(SimCLRAugment).parameters.keys() - {"size", "mean", "std"}
+        return SimCLRAugment(size, mean=mean, std=std, **{k: getattr(self, k) for k in keywords})
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:
