@@ -39,6 +39,23 @@ TINY_VISION = {
 }
 
 
+def poison_loss(monkeypatch, trainer, nan_at: int) -> None:
+    """``trainer.build_loss`` (a trainer module's) builds losses that see a NaN embedding from their
+    ``nan_at``-th call on: the step of that call diverges."""
+    real = trainer.build_loss
+
+    def build(name, **hp):
+        loss_fn, calls = real(name, **hp), [0]
+
+        def call(h1, h2, **kwargs):
+            calls[0] += 1
+            return loss_fn(h1 * float("nan") if calls[0] >= nan_at else h1, h2, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(trainer, "build_loss", build)
+
+
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
     return write_demo_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt", 1200)

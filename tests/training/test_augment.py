@@ -26,19 +26,13 @@ def _images(n: int, height: int, width: int, seed: int) -> torch.Tensor:
 
 
 IMAGES = _images(6, 20, 20, 0)
-TV_OPS = {
-    A.BRIGHTNESS: TF.adjust_brightness,
-    A.CONTRAST: TF.adjust_contrast,
-    A.SATURATION: TF.adjust_saturation,
-    A.HUE: TF.adjust_hue,
+#: Each colour operation: ours and torchvision's.
+OPS = {
+    A.BRIGHTNESS: (A.adjust_brightness, TF.adjust_brightness),
+    A.CONTRAST: (A.adjust_contrast, TF.adjust_contrast),
+    A.SATURATION: (A.adjust_saturation, TF.adjust_saturation),
+    A.HUE: (A.adjust_hue, TF.adjust_hue),
 }
-OURS = {
-    A.BRIGHTNESS: A.adjust_brightness,
-    A.CONTRAST: A.adjust_contrast,
-    A.SATURATION: A.adjust_saturation,
-    A.HUE: A.adjust_hue,
-}
-
 
 FACTORS = {
     A.BRIGHTNESS: (1.35, 0.6),
@@ -50,18 +44,19 @@ FACTORS = {
 
 @pytest.mark.parametrize(("op", "factor"), [(op, f) for op, factors in FACTORS.items() for f in factors])
 def test_colour_operations_equal_torchvision_per_image(op, factor):
-    got = OURS[op](IMAGES, torch.full((len(IMAGES),), factor))
-    expected = torch.stack([TV_OPS[op](image, factor) for image in IMAGES])
+    ours, theirs = OPS[op]
+    got = ours(IMAGES, torch.full((len(IMAGES),), factor))
+    expected = torch.stack([theirs(image, factor) for image in IMAGES])
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("op", list(OURS))
+@pytest.mark.parametrize("op", list(OPS))
 def test_per_image_factors_are_applied_to_their_own_image(op):
     low, high = (-0.4, 0.45) if op == A.HUE else (0.6, 1.4)
     factors = torch.linspace(low, high, len(IMAGES))
-    got = OURS[op](IMAGES, factors)
-    for image, factor, out in zip(IMAGES, factors.tolist(), got, strict=True):
-        torch.testing.assert_close(out, TV_OPS[op](image, factor), atol=1e-6, rtol=0)
+    ours, theirs = OPS[op]
+    for image, factor, out in zip(IMAGES, factors.tolist(), ours(IMAGES, factors), strict=True):
+        torch.testing.assert_close(out, theirs(image, factor), atol=1e-6, rtol=0)
 
 
 def test_hsv_round_trip_and_grayscale():
@@ -147,7 +142,7 @@ def _torchvision_pipeline(x, params, aug, *, hue=True):
         if params.jitter[i]:
             for op in params.order[i].tolist():
                 if op != A.HUE or hue:
-                    y = TV_OPS[op](y, params.factors[i, op].item())
+                    y = OPS[op][1](y, params.factors[i, op].item())
         if params.gray[i]:
             y = TF.rgb_to_grayscale(y, num_output_channels=3)
         if params.blur is not None and params.blur[i]:
@@ -208,20 +203,15 @@ def test_pipeline_with_blur_equals_torchvision_and_keeps_the_other_draws():
     )
 
 
-def test_blur_draws_follow_the_configured_probability_and_range():
-    aug = A.SimCLRAugment(32, mean=(0.5,) * 3, std=(0.25,) * 3, blur_p=0.5, blur_sigma=(0.1, 2.0))
-    n = 20000
-    p = aug.sample(n, 32, 32, torch.Generator().manual_seed(17))
-    assert abs(p.blur.float().mean().item() - 0.5) < 4.5 * math.sqrt(0.25 / n)
-    assert 0.1 <= p.blur_sigma.min().item() < 0.11 and 1.99 < p.blur_sigma.max().item() <= 2.0
-    assert abs(p.blur_sigma.mean().item() - 1.05) < 0.02
-
-
 def test_draws_follow_the_configured_probabilities_and_ranges():
-    aug = A.SimCLRAugment(32, mean=(0.5,) * 3, std=(0.25,) * 3, jitter=(0.4, 0.3, 1.5, 0.1))
+    blur = {"blur_p": 0.5, "blur_sigma": (0.1, 2.0)}
+    aug = A.SimCLRAugment(32, mean=(0.5,) * 3, std=(0.25,) * 3, jitter=(0.4, 0.3, 1.5, 0.1), **blur)
     n = 20000
     p = aug.sample(n, 32, 32, torch.Generator().manual_seed(7))
-    for name, drawn, expected in (("flip", p.flip, 0.5), ("jitter", p.jitter, 0.8), ("gray", p.gray, 0.2)):
+    assert 0.1 <= p.blur_sigma.min().item() < 0.11 and 1.99 < p.blur_sigma.max().item() <= 2.0
+    assert abs(p.blur_sigma.mean().item() - 1.05) < 0.02
+    rates = (("flip", p.flip, 0.5), ("jitter", p.jitter, 0.8), ("gray", p.gray, 0.2), ("blur", p.blur, 0.5))
+    for name, drawn, expected in rates:
         sigma = math.sqrt(expected * (1 - expected) / n)
         assert abs(drawn.float().mean().item() - expected) < 4.5 * sigma, name
     low, high = p.factors.amin(0).tolist(), p.factors.amax(0).tolist()
@@ -236,17 +226,14 @@ def test_draws_follow_the_configured_probabilities_and_ranges():
 
 def test_pipeline_rates_in_the_output():
     # Only the jitter (no crop, flip or grey): an image changes iff the jitter was applied to it.
-    aug = A.SimCLRAugment(
-        8, mean=(0.0,) * 3, std=(1.0,) * 3, crop_scale=(1, 1), crop_ratio=(1, 1), flip_p=0, gray_p=0
-    )
+    uncropped = dict(mean=(0.0,) * 3, std=(1.0,) * 3, crop_scale=(1, 1), crop_ratio=(1, 1), gray_p=0)
+    aug = A.SimCLRAugment(8, **uncropped, flip_p=0)
     x = torch.rand(3000, 3, 8, 8, generator=torch.Generator().manual_seed(8))
     out = aug(x, torch.Generator().manual_seed(9))
     changed = (out - x).abs().flatten(1).amax(1) > 1e-5
     assert abs(changed.float().mean().item() - 0.8) < 4.5 * math.sqrt(0.16 / 3000)
     # Only the flips.
-    aug = A.SimCLRAugment(
-        8, mean=(0.0,) * 3, std=(1.0,) * 3, crop_scale=(1, 1), crop_ratio=(1, 1), jitter_p=0, gray_p=0
-    )
+    aug = A.SimCLRAugment(8, **uncropped, jitter_p=0)
     out = aug(x, torch.Generator().manual_seed(10))
     same = (out - x).abs().flatten(1).amax(1) < 1e-5
     mirrored = (out - x.flip(-1)).abs().flatten(1).amax(1) < 1e-5

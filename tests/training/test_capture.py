@@ -18,7 +18,7 @@ from contrastlab.losses import build_loss
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 from contrastlab.training.sentence import TrainSettings, build_head, train, train_step
-from contrastlab.training.vision import VisionTrainSettings
+from contrastlab.training.vision import VisionTrainSettings, train_vision
 
 L, N, VOCAB = 16, 8, 200  # max_length, sentences per batch, vocabulary of the random BERT
 
@@ -150,17 +150,20 @@ class _SyncCounter(TorchDispatchMode):
             monkeypatch.undo()
 
 
-def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> list[str]:
-    """Sync-like calls in one training step (forward, backward, clip, fp16 unscale/skip/update, fused
-    AdamW: the CUDA default optimiser, whose fp16 path keeps found_inf on the device), after a warm step."""
+def _one_step(tmp_path, precision: str, *, old_path: bool = False, device: str = "cpu"):
+    """One training step on ``device`` as a function (forward, backward, clip, fp16 unscale/skip/update,
+    fused AdamW: the CUDA default optimiser, whose fp16 path keeps found_inf on the device), run once
+    already, so that the optimiser's state and the scaler's tensors exist."""
     run = TrainingRun(
-        tmp_path / precision, device="cpu", precision=precision, state_every=None, progress=False
+        tmp_path / precision, device=device, precision=precision, state_every=None, progress=False
     )
+    device = run.device
     model, head = _bert()
+    model.to(device), head.to(device)
     params = [*model.parameters(), *head.parameters()]
-    optimizer = build_optimizer("adamw", params, torch.device("cpu"), fused=True, lr=1e-3)
+    optimizer = build_optimizer("adamw", params, device, fused=True, lr=1e-3)
     loss_fn, encoder = build_loss("infonce"), (_Mask2d(model) if old_path else model)
-    ids, mask = _batches(1, full_width=False)[0]
+    ids, mask = (x.to(device) for x in _batches(1, full_width=False)[0])
 
     def step():
         with run.step_context():
@@ -168,7 +171,13 @@ def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> li
             train_step(encoder, head, loss_fn, [(ids, mask)], **options)
             return run.optimizer_step(optimizer, params, 1.0)
 
-    step()  # optimizer state and scaler tensors exist
+    step()
+    return step
+
+
+def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> list[str]:
+    """Sync-like calls in one training step (:func:`_one_step`), after a warm step."""
+    step = _one_step(tmp_path, precision, old_path=old_path)
     with _SyncCounter().counting(monkeypatch) as counter:
         step()
     return counter.calls
@@ -189,25 +198,7 @@ def test_the_counter_catches_the_old_steps_mask_sync(tmp_path, monkeypatch):
 )
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_the_step_never_syncs_on_cuda(tmp_path, precision):
-    device = torch.device("cuda")
-    run = TrainingRun(
-        tmp_path / precision, device=device, precision=precision, state_every=None, progress=False
-    )
-    model, head = _bert()
-    model.to(device), head.to(device)
-    params = [*model.parameters(), *head.parameters()]
-    optimizer = build_optimizer("adamw", params, device, lr=1e-3)
-    loss_fn = build_loss("infonce")
-    ids, mask = (x.to(device) for x in _batches(1, full_width=False)[0])
-
-    def step():
-        with run.step_context():
-            train_step(
-                model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False, scale=run.scale
-            )
-            return run.optimizer_step(optimizer, params, 1.0)
-
-    step()
+    step = _one_step(tmp_path, precision, device="cuda")
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -224,14 +215,17 @@ def test_cuda_graph_needs_one_encoder_pass_per_step():
         TrainSettings(loss="infonce", cuda_graph=True, grad_accum=2)
 
 
-def test_cuda_graph_on_a_cpu_is_one_line_before_anything_loads(tmp_path):
+@pytest.mark.parametrize("track", ["sentence", "vision"])
+def test_cuda_graph_on_a_cpu_is_one_line_before_anything_loads(tmp_path, track):
+    paths = dict(out_dir=tmp_path / "out", log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state")
     with pytest.raises(ValueError, match="cuda_graph: true .* needs a CUDA device, but this run is on cpu"):
-        train(
-            TrainSettings(loss="infonce", cuda_graph=True),
-            backbone_dir=tmp_path / "absent", corpus_path=tmp_path / "absent.txt", dev_data_dir=tmp_path,
-            out_dir=tmp_path / "out", log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state",
-            device="cpu", progress=False,
-        )  # fmt: skip
+        if track == "sentence":
+            absent = dict(backbone_dir=tmp_path / "absent", corpus_path=tmp_path / "absent.txt")
+            settings = TrainSettings(loss="infonce", cuda_graph=True)
+            train(settings, **absent, dev_data_dir=tmp_path, **paths, device="cpu", progress=False)
+        else:
+            settings = VisionTrainSettings(dataset="cifar10", cuda_graph=True)
+            train_vision(settings, data_root=tmp_path / "absent", **paths, device="cpu", progress=False)
 
 
 def test_pad_to_width_refuses_a_batch_wider_than_max_length():
@@ -321,20 +315,6 @@ def test_for_device_decides_either_tracks_step_mode(settings, device, values, n_
     got, notes = capture.for_device(configured, torch.device(device), n_images=n_images)
     assert got == dataclasses.replace(configured, **decided)  # nothing else decided
     assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])
-
-
-def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():
-    """The settings the trainer fingerprinted before the device-dependent defaults (cuda_graph false, dev
-    batches of 128, no deterministic key) and today's give one fingerprint: an interrupted cell resumes."""
-    from contrastlab.training.sentence import LATER_DEFAULTS
-    from contrastlab.training.settings import fingerprint_settings
-
-    today = TrainSettings(loss="infonce").to_dict()
-    before = {k: v for k, v in today.items() if k != "deterministic"}
-    before.update(cuda_graph=False, dev_batch_size=128)
-    assert fingerprint_settings(today, LATER_DEFAULTS) == fingerprint_settings(before, LATER_DEFAULTS)
-    chosen = TrainSettings(loss="infonce", deterministic=True, cuda_graph=True).to_dict()
-    assert {"deterministic", "cuda_graph"} <= set(fingerprint_settings(chosen, LATER_DEFAULTS))
 
 
 def test_a_step_that_cannot_be_captured_is_named_in_one_line_and_runs_eager():

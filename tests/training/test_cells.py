@@ -12,6 +12,7 @@ from contrastlab import search as S
 from contrastlab.evaluation.vision import DIVERGED_KEY, evaluate_features, job_features
 from contrastlab.training import cells
 from contrastlab.training.runtime import NonFiniteLossError
+from tests.training.conftest import poison_loss
 
 SMALL = dict(loss="infonce", lr=1e-4, batch_size=32, max_steps=4, eval_every=2, log_every=2, state_every=2)
 SMALL_SETTINGS = {**SMALL, "seed": 42}
@@ -108,31 +109,15 @@ def test_a_record_that_cannot_be_written_whole_is_not_there(tmp_path):
 EVALUATION = {"probes": ["linear", "knn"], "linear": {}, "knn": {}}
 
 
-@pytest.fixture
-def nan_at_step_two(monkeypatch):
-    """The image loss turns NaN at its second call (a rate too large, without the minutes to reach it)."""
-    from contrastlab.training import vision
-
-    real = vision.build_loss
-
-    def poisoned(name, **hp):
-        loss_fn, calls = real(name, **hp), [0]
-
-        def call(h1, h2, with_stats=True):
-            calls[0] += 1
-            return loss_fn(h1 * float("nan") if calls[0] == 2 else h1, h2, with_stats=with_stats)
-
-        return call
-
-    monkeypatch.setattr(vision, "build_loss", poisoned)
-
-
 def train_image(tmp: Path, settings: dict, *, point: bool) -> str:
     paths = dict(out_dir=tmp / "encoder", log_path=tmp / "train_log.jsonl", state_dir=tmp / "state")
     return cells.train_vision_cell(settings, point=point, data_root=None, device="cpu", **paths)
 
 
-def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_two, vision_settings):
+def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, monkeypatch, vision_settings):
+    from contrastlab.training import vision
+
+    poison_loss(monkeypatch, vision, 2)  # a rate too large, without the minutes to reach it
     settings = vision_settings(max_steps=4, log_every=2, state_every=2)
     assert train_image(tmp_path, settings, point=True) == "diverged"
     encoder = tmp_path / "encoder"

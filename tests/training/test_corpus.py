@@ -8,10 +8,14 @@ import pytest
 from contrastlab.training.corpus import load_tokenized_corpus, read_sentences
 
 
-def test_cache_is_reused_and_keyed(tmp_path, corpus, minilm_dir):
+@pytest.fixture(scope="module")
+def tokenizer(minilm_dir):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    return AutoTokenizer.from_pretrained(minilm_dir)
+
+
+def test_cache_is_reused_and_keyed(tmp_path, corpus, tokenizer):
     first, path = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
     stamp = path.stat().st_mtime_ns
     again, same = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
@@ -23,10 +27,7 @@ def test_cache_is_reused_and_keyed(tmp_path, corpus, minilm_dir):
     assert load_tokenized_corpus(changed, tokenizer, 32, tmp_path)[0].key != first.key
 
 
-def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, minilm_dir):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, tokenizer):
     sentences = read_sentences(corpus)[:5] + ["a much longer sentence " * 20]
     path = tmp_path / "c.txt"
     path.write_text("\n".join(sentences) + "\n")
@@ -39,15 +40,13 @@ def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, mini
     assert ids.tolist() == want["input_ids"].tolist() and mask.tolist() == want["attention_mask"].tolist()
 
 
-def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, minilm_dir, monkeypatch):
+def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, tokenizer, monkeypatch):
     """Where ``flock`` fails with ENOSYS (Lustre ``noflock``, some NFS) the cache lock falls back to a soft
     lock, and two jobs racing for one cache still tokenise it once."""
     import errno
     import fcntl
     import threading
     import time
-
-    from transformers import AutoTokenizer
 
     from contrastlab.training import corpus as corpus_module
 
@@ -64,7 +63,6 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
         return tokenize(*args, **kwargs)
 
     monkeypatch.setattr(corpus_module, "tokenize_sentences", slow_tokenize)
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
     results = []
     jobs = [
         threading.Thread(
@@ -85,12 +83,9 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
     "a truncated tokenised-corpus cache (half its bytes)",
     "the cache is rebuilt, with one line naming it; the ids are those of a fresh tokenisation",
 )
-def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, minilm_dir, capsys, observed):
+def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, tokenizer, capsys, observed):
     """Reliability K5: a cut cache file ("File is not a zip file") failed every train job of its tokenizer,
     run after run. It is derived data: it is rebuilt, and one line says so."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
     fresh, path = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from contrastlab.losses import build_loss
+from contrastlab.precision import fp32_mode_now
 from contrastlab.training import sentence
-from contrastlab.training.runtime import Precision, TrainingRun, build_optimizer, fp32_mode_now
+from contrastlab.training.runtime import Precision, TrainingRun, build_optimizer
+from tests.training.test_runtime import fused_and_plain
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 
@@ -56,18 +58,7 @@ def test_each_precision_step_is_within_tolerance_of_fp32(tiny_bert, chunks, prec
 
 
 def test_fused_and_unfused_adamw_agree_on_cuda():
-    generator = torch.Generator(device=CUDA).manual_seed(0)
-    start = [torch.randn(shape, generator=generator, device=CUDA) for shape in ((256, 128), (128,))]
-    grads = [[torch.randn(p.shape, generator=generator, device=CUDA) for p in start] for _ in range(5)]
-    result = {}
-    for fused in (True, False):
-        params = [torch.nn.Parameter(p.clone()) for p in start]
-        optimizer = build_optimizer("adamw", params, CUDA, fused=fused, lr=1e-2, weight_decay=0.01)
-        for step_grads in grads:
-            for p, g in zip(params, step_grads, strict=True):
-                p.grad = g.clone()
-            optimizer.step()
-        result[fused] = params
+    result = fused_and_plain("adamw", ((256, 128), (128,)), CUDA, weight_decay=0.01)
     assert build_optimizer("adamw", result[True], CUDA, lr=1.0).defaults["fused"] is True  # the default
     for a, b in zip(result[True], result[False], strict=True):
         # PyTorch's own fp32 tolerances (rtol 1.3e-6, atol 1e-5): the fused kernel rounds differently,

@@ -81,12 +81,17 @@ def test_log_records_become_scalars_at_their_steps():
     assert scalars({"event": "resume", "step": 5}) == {}
 
 
-def test_a_resumed_writer_keeps_the_steps_up_to_its_snapshot_and_only_those(tmp_path, read_curves):
-    killed = TensorBoardLog(tmp_path)
+def _killed_run(folder: Path) -> None:
+    """The events of a run in ``folder`` that wrote the losses of steps 1-10, then died (never closed)."""
+    killed = TensorBoardLog(folder)
     killed.start(resume_step=None)
-    for step in range(1, 11):  # a run that wrote steps 1-10, then died (never closed)
+    for step in range(1, 11):
         killed.write({"event": "train", "step": step, "loss": float(step)})
     killed.flush()
+
+
+def test_a_resumed_writer_keeps_the_steps_up_to_its_snapshot_and_only_those(tmp_path, read_curves):
+    _killed_run(tmp_path)
     resumed = TensorBoardLog(tmp_path)
     resumed.start(resume_step=4)  # its snapshot: step 4
     for step in range(5, 9):
@@ -155,11 +160,7 @@ _DAMAGED = pytest.mark.fault(
 def test_a_damaged_event_file_is_one_warning_naming_the_steps_lost(
     tmp_path, read_curves, caplog, observed, how, warning, kept
 ):
-    killed = TensorBoardLog(tmp_path)
-    killed.start(resume_step=None)
-    for step in range(1, 11):  # wrote steps 1-10, its snapshot was step 8, then it died
-        killed.write({"event": "train", "step": step, "loss": float(step)})
-    killed.flush()
+    _killed_run(tmp_path)  # its snapshot was step 8
     (damaged,) = tmp_path.glob("events.out.tfevents.*")
     byte = _records(damaged)[5][0]
     _damage(damaged, how)

@@ -122,7 +122,9 @@ def test_as_tau_goes_to_zero_the_hardest_negative_takes_the_whole_update():
     assert stats["hardest_share"]["3"] < 0.5
 
 
-def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_tiny):
+def test_analysis_logs_geometry_changes_no_training_number_and_its_holdout_is_not_trained_on(
+    tmp_path, train_tiny
+):
     off = train_tiny(tmp_path / "off")
     on = train_tiny(tmp_path / "on", analysis_every=3, analysis_sentences=70, analysis_batch=32)
     assert all(on[key] == off[key] for key in ("best_dev_spearman", "best_step", "evals"))
@@ -143,14 +145,10 @@ def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_t
     assert all(0 <= r["mu_pos"] < r["mu_neg"] <= math.pi and r["l_cl"] > 0 for r in geo)
     assert all(r["dev_l_cl"] > 0 and r["dev_d_gap"] > 0 for r in geo)  # the dev probe: Nie's dev-set L_cl
     assert "analysis_s" in on["timings"] and on["n_sentences"] == off["n_sentences"]
-
-
-def test_holdout_takes_the_probe_out_of_training(tmp_path, train_tiny):
-    short = dict(max_steps=2, eval_every=2, log_every=2)
-    base = train_tiny(tmp_path / "base", **short)
+    # analysis_holdout takes the probe out of training
     analysis = dict(analysis_every=2, analysis_sentences=100, analysis_batch=50, analysis_holdout=True)
-    held = train_tiny(tmp_path / "held", **short, **analysis)
-    assert held["n_sentences"] == base["n_sentences"] - 100
+    held = train_tiny(tmp_path / "held", max_steps=2, eval_every=2, log_every=2, **analysis)
+    assert held["n_sentences"] == off["n_sentences"] - 100
 
 
 def test_analysis_settings_validate():

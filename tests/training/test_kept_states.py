@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,42 @@ def test_a_kill_between_the_job_and_its_record_retrains_nothing(cell_job, monkey
     observed(f"{out}: kept while marked incomplete, re-exported without a step, forgotten once recorded")
 
 
+def _removed_outputs_re_exported(cell_job, monkeypatch) -> str:
+    """The cell trained, its outputs removed after the job (Snakemake's "Removing output files of failed
+    job"), rerun: its finished state was kept, the rerun re-exports the same outputs and log without a
+    training step, and the state goes once the outputs are accepted. Returns what was seen."""
+    job, out, log, state, summary_file = cell_job
+    assert job() == "trained"
+    first, ended = json.loads((out / summary_file).read_text()), _events(log)
+    weights = {p.name: p.read_bytes() for p in out.glob("*.safetensors")}
+    assert state.is_dir() and json.loads((state / st.STATE_INFO).read_text()) == {"finished": True}
+    shutil.rmtree(out)
+    log.unlink()
+    _no_training_step(monkeypatch)
+    started = time.perf_counter()
+    assert job() == "trained"
+    elapsed = time.perf_counter() - started
+    assert json.loads((out / summary_file).read_text()) == first and _events(log) == ended
+    assert weights and {p.name: p.read_bytes() for p in out.glob("*.safetensors")} == weights
+    assert ended.count("start") == 1 and "resume" not in ended
+    if summary_file == "settings.json":  # an image cell's export is its finished encoder folder
+        assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (state / "encoder").iterdir())
+    assert state.exists()  # still not accepted: kept
+    assert forget_finished_states([(state, out)]) == [state] and not state.exists()  # accepted: removed
+    return f"{out}: re-exported in {elapsed:.2f}s without a step, one start; state removed once accepted"
+
+
+@pytest.mark.fault(
+    "Snakemake removes a finished cell's outputs after the job (its benchmark write failed, disk full) (F1)",
+    "the cell's finished state is kept until the outputs are accepted; the rerun only re-exports",
+)
+def test_a_sentence_cell_whose_outputs_were_removed_after_its_job_only_re_exports(
+    tmp_path, monkeypatch, sentence_data, observed
+):
+    monkeypatch.chdir(tmp_path)
+    observed(_removed_outputs_re_exported(_sentence_job(tmp_path, sentence_data), monkeypatch))
+
+
 @pytest.mark.fault(
     "an image cell's outputs removed after its job ended (its benchmark write failed, disk full) (E3)",
     "the image cell's finished state (its encoder among it) is kept; the rerun only re-exports",
@@ -121,15 +158,4 @@ def test_an_image_cell_whose_outputs_were_removed_after_its_job_only_re_exports(
     tmp_path, monkeypatch, vision_settings, observed
 ):
     monkeypatch.chdir(tmp_path)
-    job, out, log, state, _ = _image_job(vision_settings)
-    assert job() == "trained"
-    weights = (out / "encoder.safetensors").read_bytes()
-    ended = _events(log)
-    assert state.is_dir() and json.loads((state / st.STATE_INFO).read_text()) == {"finished": True}
-    shutil.rmtree(out)  # Snakemake's "Removing output files of failed job train_vision"
-    log.unlink()
-    _no_training_step(monkeypatch)
-    assert job() == "trained"
-    assert (out / "encoder.safetensors").read_bytes() == weights and _events(log) == ended
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (state / "encoder").iterdir())
-    observed(f"image cell re-exported from {state}: {len(weights):,} bytes of weights, the same log")
+    observed(_removed_outputs_re_exported(_image_job(vision_settings), monkeypatch))

@@ -71,8 +71,18 @@ def _events(folder) -> list[tuple]:
 
 
 def test_the_loop_trains_each_batch_and_logs_evaluates_and_snapshots_at_their_cadences(tmp_path):
+    """Each log record holds ``loss_last`` and ``grad_norm`` of its own step, ``loss`` the mean over the
+    steps since the last record (3, 3, 3 and, at the uneven end, 1), by value."""
     run = _run(tmp_path / "state")
     track = ToyTrack(run, total=10)
+    taken, real_step = {}, track.step
+
+    def step(number, rows, logging):
+        result = real_step(number, rows, logging)
+        taken[number] = (result.loss.item(), None if result.grad_norm is None else result.grad_norm.item())
+        return result
+
+    track.step = step
     start = loop.begin(run, track, None, {"cell": "toy"}, ["a note"])
     loop.train_steps(run, track, start)
     run.wait_for_snapshot()
@@ -88,6 +98,15 @@ def test_the_loop_trains_each_batch_and_logs_evaluates_and_snapshots_at_their_ca
     assert list(lines[2])[-2:] == ["steps_per_s", "toys_per_s"]
     info = json.loads((tmp_path / "state" / st.STATE_INFO).read_text())
     assert info["step"] == 8 and info["toy"] is True  # every 4 steps, never at the last one
+    records, first = lines[2:], 1
+    assert sorted(taken) == list(range(1, 11))
+    for record in records:
+        losses = [taken[s][0] for s in range(first, record["step"] + 1)]
+        assert record["loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-6)
+        assert record["loss_last"] == pytest.approx(taken[record["step"]][0], rel=1e-6)
+        assert record["grad_norm"] == pytest.approx(taken[record["step"]][1], rel=1e-6)
+        first = record["step"] + 1
+    assert len({r["loss"] for r in records}) == 4 and records[0]["loss"] != records[0]["loss_last"]
 
 
 def test_a_resumed_loop_takes_up_the_snapshot_and_runs_no_step_0_evaluation(tmp_path):
@@ -121,34 +140,3 @@ def test_a_fingerprint_is_the_settings_and_the_run_s_identity():
         SimpleNamespace(to_dict=lambda: {"lr": 0.1}), {"compile": False}, 3, "x"
     )
     assert loop.fingerprint(settings, {}, 3, "x") != loop.fingerprint(settings, {}, 4, "x")
-
-
-def test_each_log_record_holds_its_intervals_mean_loss_and_its_last_steps_loss_and_norm(tmp_path):
-    """``loss_last`` and ``grad_norm`` are the record's own step's, ``loss`` the mean over the steps since the
-    last record (3, 3, 3 and, at the uneven end, 1), by value."""
-    run = _run(tmp_path / "state")
-    track = ToyTrack(run, total=10)
-    taken, real_step = {}, track.step
-
-    def step(number, rows, logging):
-        result = real_step(number, rows, logging)
-        taken[number] = (
-            result.loss.item(),
-            result.grad_norm.item() if result.grad_norm is not None else None,
-        )
-        return result
-
-    track.step = step
-    loop.train_steps(run, track, loop.begin(run, track, None, {}, []))
-    run.wait_for_snapshot()
-    lines = [json.loads(line) for line in (tmp_path / "state" / st.LOG_FILE).read_text().splitlines()]
-    records = [r for r in lines if r["event"] == "train"]
-    assert [r["step"] for r in records] == [3, 6, 9, 10] and sorted(taken) == list(range(1, 11))
-    first = 1
-    for record in records:
-        losses = [taken[s][0] for s in range(first, record["step"] + 1)]
-        assert record["loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-6)
-        assert record["loss_last"] == pytest.approx(taken[record["step"]][0], rel=1e-6)
-        assert record["grad_norm"] == pytest.approx(taken[record["step"]][1], rel=1e-6)
-        first = record["step"] + 1
-    assert len({r["loss"] for r in records}) == 4 and records[0]["loss"] != records[0]["loss_last"]

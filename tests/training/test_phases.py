@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
     3; then the marks; the loop after its first step split by the timings it paused for."""
     now = [1000.0]
     monkeypatch.setattr(ph, "_JOB_START", None)
+    monkeypatch.setattr(ph, "_FRAME_PHASES", {})
     ph.note_job_start(
         {"warm": False, "why_cold": "warm starts off", "process_started": 993.0, "handed_over": 995.0}
     )
@@ -36,6 +38,12 @@ def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
     wanted = {"interpreter_s": 2.0, "imports_s": 5.0, "data_s": 1.5, "first_step_s": 2.0, "dev_s": 3.5}
     wanted |= {"snapshots_s": 1.25, "steps_s": 10.0 - 3.5 - 1.25, "total_s": 1013.5 - 993.0}
     assert record["phases"] == wanted
+    # The GPU claim and cuInit, timed by the job's frame inside the imports' span, are phases of their own:
+    # the imports lose what they gain, the sum stays the process's time.
+    ph.note_phase("gpu_claim_s", 0.5)
+    ph.note_phase("cuda_driver_s", 1.25)
+    seconds = {"interpreter_s": 2.0, "imports_s": 3.25, "gpu_claim_s": 0.5, "cuda_driver_s": 1.25}
+    assert ph.Phases(clock=lambda: 1000.0).seconds == seconds
 
 
 def test_outside_a_job_the_process_start_comes_from_proc(monkeypatch):
@@ -51,14 +59,20 @@ def test_a_sentence_cells_summary_and_end_record_carry_its_phases(tmp_path, trai
     from the process's start to the summary (a partition: nothing counted twice or left out)."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     summary = train_tiny(tmp_path / "cell")
-    phases = summary["phases"]
-    assert list(phases)[: len(PHASES)] == list(PHASES) and list(phases)[-1] == "total_s"
-    assert all(seconds >= 0 for seconds in phases.values())
-    parts = sum(v for k, v in phases.items() if k != "total_s")
-    assert parts == pytest.approx(phases["total_s"], abs=0.05)
+    phases = _partition(summary, tmp_path / "cell" / "log.jsonl")
+    assert list(phases)[: len(PHASES)] == list(PHASES)
     assert phases["dev_s"] >= summary["timings"]["eval_s"] - 0.01  # three evaluations, step 0's included
-    end = [json.loads(line) for line in (tmp_path / "cell" / "log.jsonl").read_text().splitlines()][-1]
+
+
+def _partition(summary: dict, log: Path) -> dict:
+    """The summary's phases, after checking that none is negative, they sum to ``total_s`` (its last key)
+    and the log's end record carries them."""
+    phases = summary["phases"]
+    assert list(phases)[-1] == "total_s" and all(seconds >= 0 for seconds in phases.values())
+    assert sum(v for k, v in phases.items() if k != "total_s") == pytest.approx(phases["total_s"], abs=0.05)
+    end = [json.loads(line) for line in log.read_text().splitlines()][-1]
     assert end["event"] == "end" and end["phases"] == phases and end["start"] is None
+    return phases
 
 
 def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_dev(
@@ -71,27 +85,10 @@ def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_de
         val_fraction=0.2, keep="best_val_loss", batch_size=64, max_steps=None, epochs=2
     )
     summary = train_image(settings, tmp_path)
-    phases, timings = summary["phases"], summary["timings"]
-    assert set(phases) == {*PHASES, "total_s"} and list(phases)[-1] == "total_s"  # no step-0 validation
-    assert all(seconds >= 0 for seconds in phases.values())
-    assert sum(v for k, v in phases.items() if k != "total_s") == pytest.approx(phases["total_s"], abs=0.05)
+    phases, timings = _partition(summary, tmp_path / "train_log.jsonl"), summary["timings"]
+    assert set(phases) == {*PHASES, "total_s"}  # no step-0 validation
     assert timings["val_s"] > 0 and phases["dev_s"] >= timings["val_s"] - 0.01
     assert summary["steps"] == 2 * summary["steps_per_epoch"] and len(summary["val_losses"]) == 2
-    end = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()][-1]
-    assert end["event"] == "end" and end["phases"] == phases
-
-
-def test_the_job_frames_phases_are_shown_apart_from_the_imports(monkeypatch):
-    """The GPU claim and cuInit, timed by the job's frame inside the imports' span, are phases of their
-    own: the imports lose what they gain, the sum stays the process's time."""
-    monkeypatch.setattr(ph, "_JOB_START", None)
-    monkeypatch.setattr(ph, "_FRAME_PHASES", {})
-    ph.note_job_start({"warm": True, "why_cold": None, "process_started": 993.0, "handed_over": 995.0})
-    ph.note_phase("gpu_claim_s", 0.5)
-    ph.note_phase("cuda_driver_s", 1.25)
-    phases = ph.Phases(clock=lambda: 1000.0)
-    seconds = {"interpreter_s": 2.0, "imports_s": 3.25, "gpu_claim_s": 0.5, "cuda_driver_s": 1.25}
-    assert phases.seconds == seconds
 
 
 # A job as the frame runs it: handed over, its phases begun, 0.3 s of work, the summary written, then 0.4 s

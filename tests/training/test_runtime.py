@@ -10,7 +10,7 @@ import torch
 
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.precision import CHOICES, set_fp32_mode
+from contrastlab.precision import CHOICES, fp32_mode_now, set_fp32_mode
 from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_training
 from contrastlab.training.runtime import (
@@ -20,7 +20,6 @@ from contrastlab.training.runtime import (
     SnapshotMismatchError,
     TrainingRun,
     build_optimizer,
-    fp32_mode_now,
 )
 from contrastlab.workflow.job import is_deterministic_failure
 
@@ -133,21 +132,28 @@ def test_channels_last_vision_step_equals_the_contiguous_one():
     "kind, hp", [("adamw", {"weight_decay": 0.01}), ("adam", {}), ("sgd", {"momentum": 0.9})]
 )
 def test_fused_and_unfused_optimisers_agree_after_several_steps(kind, hp):
-    generator = torch.Generator().manual_seed(0)
-    start = [torch.randn(shape, generator=generator) for shape in ((64, 32), (32,), (7, 3, 3, 3))]
-    grads = [[torch.randn(p.shape, generator=generator) for p in start] for _ in range(5)]
+    result = fused_and_plain(kind, ((64, 32), (32,), (7, 3, 3, 3)), CPU, **hp)
+    for fused_p, plain_p in zip(result[True], result[False], strict=True):
+        assert (fused_p - plain_p).abs().max().item() <= 1e-6
+
+
+def fused_and_plain(kind: str, shapes, device: torch.device, **hp) -> dict[bool, list]:
+    """The parameters of ``shapes`` after five steps of ``kind`` (lr 1e-2) on the same random gradients,
+    with the fused kernel (``True``) and without (``False``)."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    start = [torch.randn(shape, generator=generator, device=device) for shape in shapes]
+    grads = [[torch.randn(p.shape, generator=generator, device=device) for p in start] for _ in range(5)]
     result = {}
     for fused in (True, False):
         params = [torch.nn.Parameter(p.clone()) for p in start]
-        optimizer = build_optimizer(kind, params, CPU, fused=fused, lr=1e-2, **hp)
+        optimizer = build_optimizer(kind, params, device, fused=fused, lr=1e-2, **hp)
         assert optimizer.defaults["fused"] is fused
         for step_grads in grads:
             for p, g in zip(params, step_grads, strict=True):
                 p.grad = g.clone()
             optimizer.step()
         result[fused] = params
-    for fused_p, plain_p in zip(result[True], result[False], strict=True):
-        assert (fused_p - plain_p).abs().max().item() <= 1e-6
+    return result
 
 
 def test_default_optimiser_is_fused_on_cuda_and_plain_on_cpu():
@@ -391,3 +397,19 @@ def test_settings_added_after_snapshots_count_in_the_fingerprint_only_when_set()
         defaults = {f.name: f.default for f in dataclasses.fields(settings)}
         for key, default in module.LATER_DEFAULTS.items():
             assert defaults[key] in default if isinstance(default, frozenset) else defaults[key] == default
+    # The sentence settings fingerprinted before the device-dependent defaults (cuda_graph false, dev
+    # batches of 128, no deterministic key) and today's give one fingerprint: an interrupted cell resumes.
+    today, later = sentence.TrainSettings(loss="infonce").to_dict(), sentence.LATER_DEFAULTS
+    before = {k: v for k, v in today.items() if k != "deterministic"}
+    before.update(cuda_graph=False, dev_batch_size=128)
+    assert fingerprint_settings(today, later) == fingerprint_settings(before, later)
+    chosen = sentence.TrainSettings(loss="infonce", deterministic=True, cuda_graph=True).to_dict()
+    assert {"deterministic", "cuda_graph"} <= set(fingerprint_settings(chosen, later))
+    # An image snapshot written before cuda_graph existed resumes under today's default (None) and an
+    # explicit false; an explicit true is a run of its own.
+    today, later = vision.VisionTrainSettings().to_dict(), vision.LATER_DEFAULTS
+    old = fingerprint_settings({k: v for k, v in today.items() if k != "cuda_graph"}, later)
+    assert today["cuda_graph"] is None
+    for value in (None, False):
+        assert fingerprint_settings({**today, "cuda_graph": value}, later) == old
+    assert "cuda_graph" in fingerprint_settings({**today, "cuda_graph": True}, later)

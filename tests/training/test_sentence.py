@@ -22,6 +22,7 @@ from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
 from tests import forked
+from tests.training.conftest import poison_loss
 from tests.training.test_state import Payload
 
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
@@ -150,6 +151,30 @@ def _train_in_process(args: dict) -> None:
     train(settings, progress=False, device="cpu", **{k: v for k, v in args.items() if k != "settings"})
 
 
+def _wait(proc: multiprocessing.Process, tmp_path: Path, ready, what: str) -> None:
+    """Until ``ready()``: the killed run (its output in ``killed.log``) must not end first, and ``what``
+    must be seen within two minutes."""
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert proc.is_alive(), f"run ended before the kill: {(tmp_path / 'killed.log').read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"no {what} seen in time"
+        time.sleep(0.02)
+
+
+def _resumed_as_straight(killed_args: dict, folder: Path, straight_dir: Path) -> dict:
+    """The killed run in ``folder`` resumed in this process: its selection, dev scores and weights are the
+    uninterrupted run's, bit for bit. Returns its summary."""
+    _train_in_process(killed_args)
+    resumed = json.loads((folder / "model/train_summary.json").read_text())
+    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
+    assert straight["resumed_from"] == []
+    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
+        assert resumed[key] == straight[key], key
+    a, b = (load_file(f / "model/model.safetensors") for f in (folder, straight_dir))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    return resumed
+
+
 @pytest.fixture(scope="module")
 def straight_runs(tmp_path_factory, sentence_data):
     """The uninterrupted run per precision, trained once for all kill points (in this process)."""
@@ -180,28 +205,16 @@ def test_resume_after_sigkill_is_bit_identical(
     kill_after = chooser.choice([2, 4, 6, 8, 10])
     killed_args = _train_args(settings, sentence_data, tmp_path / "killed", tmp_path / "cache")
 
-    log = tmp_path / "killed.log"
-    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, log)
-    deadline = time.monotonic() + 120
-    while _info_step(tmp_path / "killed" / "state") < kill_after:
-        assert proc.is_alive(), f"run ended before the kill: {log.read_text()[-2000:]}"
-        assert time.monotonic() < deadline, "no snapshot written in time"
-        time.sleep(0.02)
+    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, tmp_path / "killed.log")
+    _wait(proc, tmp_path, lambda: _info_step(tmp_path / "killed" / "state") >= kill_after, "snapshot")
     time.sleep(chooser.uniform(0, 0.3))  # somewhere in the next steps
     proc.kill()  # SIGKILL
     proc.join()
     assert not (tmp_path / "killed" / "model").exists()
 
-    _train_in_process(killed_args)  # resume the killed run
     straight_dir = straight_runs(precision)
-    resumed = json.loads((tmp_path / "killed/model/train_summary.json").read_text())
-    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
+    resumed = _resumed_as_straight(killed_args, tmp_path / "killed", straight_dir)
     assert resumed["resumed_from"] and resumed["resumed_from"][0] >= kill_after
-    assert straight["resumed_from"] == []
-    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
-        assert resumed[key] == straight[key], key
-    a, b = (load_file(folder / "model/model.safetensors") for folder in (tmp_path / "killed", straight_dir))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     logs = {"killed": tmp_path / "killed" / "log.jsonl", "straight": straight_dir / "log.jsonl"}
 
@@ -246,32 +259,20 @@ def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one
     resumes from it to the uninterrupted run's checkpoint and dev scores, bit for bit."""
     killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
-    log = tmp_path / "killed.log"
-    proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, log)
-    deadline = time.monotonic() + 120
+    proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, tmp_path / "killed.log")
 
     def writing_after_step_6() -> bool:
         partial = list(state_dir.glob(f".{st.STATE_FILE}.*.partial"))
         steps = [r.get("step", 0) for r in read_log(state_dir / st.LOG_FILE)] if partial else []
         return bool(partial) and max(steps, default=0) >= 6
 
-    while not writing_after_step_6():
-        assert proc.is_alive(), f"run ended before the kill: {log.read_text()[-2000:]}"
-        assert time.monotonic() < deadline, "no background write seen in time"
-        time.sleep(0.02)
+    _wait(proc, tmp_path, writing_after_step_6, "background write")
     assert _info_step(state_dir) == 2  # step 4's snapshot is the one being written
     proc.kill()  # SIGKILL
     proc.join()
 
-    _train_in_process(killed_args)
-    straight_dir = straight_runs("fp32")
-    resumed = json.loads((tmp_path / "killed/model/train_summary.json").read_text())
-    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
+    resumed = _resumed_as_straight(killed_args, tmp_path / "killed", straight_runs("fp32"))
     assert resumed["resumed_from"] == [2]
-    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
-        assert resumed[key] == straight[key], key
-    a, b = (load_file(folder / "model/model.safetensors") for folder in (tmp_path / "killed", straight_dir))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     observed("killed while step 4's snapshot was written, step 6 trained; resumed from step 2, weights equal")
 
 
@@ -293,24 +294,9 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
 
 
-def _nan_from_third_loss_call(monkeypatch) -> None:
-    real = sentence.build_loss
-
-    def build_nan_loss(name, **hp):
-        loss_fn, calls = real(name, **hp), {"n": 0}
-
-        def nan_from_third_step(h1, h2, with_stats=False):
-            calls["n"] += 1
-            return loss_fn(h1 * (float("nan") if calls["n"] >= 3 else 1.0), h2, with_stats=with_stats)
-
-        return nan_from_third_step
-
-    monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
-
-
 @pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
 def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
-    _nan_from_third_loss_call(monkeypatch)
+    poison_loss(monkeypatch, sentence, 3)
     with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
         run(tmp_path, train_tiny, log_every=5)
     assert not (tmp_path / "model").exists()
@@ -323,7 +309,7 @@ def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
     tmp_path, train_tiny, monkeypatch, observed
 ):
     """With check_every=0 (CUDA's) the flag is read at step 4's evaluation; the message names step 3."""
-    _nan_from_third_loss_call(monkeypatch)
+    poison_loss(monkeypatch, sentence, 3)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 3 \(detected at step 4") as caught:
         train_tiny(tmp_path, max_steps=12, log_every=5, check_every=0)
     observed(str(caught.value)[:80])
@@ -462,43 +448,3 @@ def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each
     assert held[5] == []  # at step 10, before its snapshot: five new bests, none written
     assert summary["best_step"] == 14 and (out / "config.json").exists()
     assert len(summary["eval_seconds"]) == len(summary["evals"]) == 8
-
-
-@pytest.mark.fault(
-    "Snakemake removes a finished cell's outputs after the job (its benchmark write failed, disk full) (F1)",
-    "the cell's finished state is kept until the outputs are accepted; the rerun only re-exports",
-)
-def test_outputs_removed_after_the_job_are_re_exported_without_training(
-    tmp_path, sentence_data, monkeypatch, observed
-):
-    from contrastlab.training.cells import train_cell
-    from contrastlab.workflow.finished import forget_finished_states
-    from tests.training.conftest import TINY_SENTENCE
-
-    out, log, state = tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"
-    places = dict(out_dir=out, log_path=log, state_dir=state, cache_dir=tmp_path / "cache", **sentence_data)
-    settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
-
-    def job():  # as scripts/train.py runs it: the state stays until Snakemake has accepted the outputs
-        return train_cell(settings, point=None, previous_selection=None, **places, keep_state=True)
-
-    assert job() == "trained"
-    first = json.loads((out / "train_summary.json").read_text())
-    assert json.loads((state / st.STATE_INFO).read_text())["finished"] is True
-    import shutil
-
-    shutil.rmtree(out)  # Snakemake's "Removing output files of failed job train"
-    log.unlink()
-    monkeypatch.setattr(sentence, "_step", None)  # no training step may run again
-    started = time.perf_counter()
-    assert job() == "trained"
-    elapsed = time.perf_counter() - started
-    assert json.loads((out / "train_summary.json").read_text()) == first
-    events = [r["event"] for r in read_log(log)]
-    assert [r["event"] for r in read_log(log)].count("start") == 1 and "resume" not in events
-    assert state.exists()  # still not accepted: kept
-    assert forget_finished_states([(state, out)]) == [state] and not state.exists()  # accepted: removed
-    observed(
-        f"outputs removed after the job; rerun re-exported in {elapsed:.2f}s, one start; "
-        "state removed once accepted"
-    )

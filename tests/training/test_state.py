@@ -69,7 +69,10 @@ def test_a_snapshot_loads_safely_and_restores_every_rng_draw_for_draw(tmp_path):
     assert st.load_state(tmp_path, "another-run") is None  # another run's snapshot: start afresh
 
 
-def assert_refused(caught, path) -> str:
+def refused(path) -> str:
+    """The one-line refusal of the snapshot in the state folder ``path``, which names the file and the fix."""
+    with pytest.raises(st.SnapshotUnreadableError) as caught:
+        st.load_state(path, FINGERPRINT)
     message = str(caught.value)
     assert "\n" not in message and str(path / st.STATE_FILE) in message
     assert f"delete the cell's state folder {path} to restart the cell" in message
@@ -81,10 +84,8 @@ def test_a_planted_pickle_in_the_snapshot_is_refused_and_never_run(tmp_path, obs
     state_dir, marker = tmp_path / "state", tmp_path / "PWNED"
     state_dir.mkdir()
     torch.save({"fingerprint": FINGERPRINT, "step": 4, "rng": Payload(marker)}, state_dir / st.STATE_FILE)
-    with pytest.raises(st.SnapshotUnreadableError) as caught:
-        st.load_state(state_dir, FINGERPRINT)
+    message = refused(state_dir)
     assert not marker.exists()
-    message = assert_refused(caught, state_dir)
     assert "io.open" in message and "not loaded" in message
     assert (state_dir / st.STATE_FILE).exists()  # left for the user to look at, not deleted silently
     observed(message)
@@ -98,9 +99,7 @@ def test_an_older_snapshot_that_needs_more_than_weights_is_refused(tmp_path, obs
     state_dir.mkdir()
     older = {"fingerprint": FINGERPRINT, "step": 4, "rng": {"numpy": np.random.get_state()}}
     torch.save(older, state_dir / st.STATE_FILE)
-    with pytest.raises(st.SnapshotUnreadableError) as caught:
-        st.load_state(state_dir, FINGERPRINT)
-    message = assert_refused(caught, state_dir)
+    message = refused(state_dir)
     assert "numpy" in message and "older" in message
     observed(message)
 
@@ -138,9 +137,7 @@ def test_an_empty_foreign_or_non_dict_snapshot_is_named_with_its_fix(tmp_path, c
         torch.save(torch.zeros(2), state_dir / st.STATE_FILE)
     else:
         (state_dir / st.STATE_FILE).write_bytes(content)
-    with pytest.raises(st.SnapshotUnreadableError) as caught:
-        st.load_state(state_dir, FINGERPRINT)
-    assert_refused(caught, state_dir)
+    refused(state_dir)
 
 
 # ------------------------------------------------- the CUDA RNG: the run's own device only (review C2)

@@ -19,6 +19,7 @@ from contrastlab.training.vision import (
     two_views,
 )
 from tests import forked
+from tests.training.conftest import poison_loss
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
 
@@ -34,24 +35,33 @@ def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, vision_settings, train_image) -> Path:
-    workdir = tmp_path_factory.mktemp("reference")
-    train_image(vision_settings(), workdir)
-    return workdir
+def reference(tmp_path_factory, vision_settings, train_image):
+    """``reference(name)``: the folder of the tiny cell with :data:`CELLS` ``[name]``'s overrides, trained
+    uninterrupted once per module."""
+    folders: dict[str, Path] = {}
+
+    def get(name: str = "tiny") -> Path:
+        if name not in folders:
+            folders[name] = tmp_path_factory.mktemp(f"reference_{name}")
+            train_image(vision_settings(**CELLS[name]), folders[name])
+        return folders[name]
+
+    return get
 
 
 def test_log_and_encoder(reference, vision_settings):
-    records = [json.loads(line) for line in (reference / "train_log.jsonl").read_text().splitlines()]
+    folder = reference()
+    records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     assert [r["event"] for r in records][0] == "start" and records[-1]["event"] == "end"
     steps = [r["step"] for r in records if r["event"] == "train"]
     assert steps == list(range(3, 25, 3))
     train = [r for r in records if r["event"] == "train"]
     assert all(r["stats"]["tau_a"] > 0 and 0 < r["images_per_s"] for r in train)
     assert records[0]["steps_per_epoch"] == 1437 // 32 and records[0]["effective_lr"] == 1e-3
-    encoder, summary = load_encoder(reference / "encoder")
+    encoder, summary = load_encoder(folder / "encoder")
     assert summary["steps"] == 24 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)  # width 4 -> 32-d
-    assert not (reference / "state").exists()  # snapshots are removed when the cell finishes
-    assert (reference / "encoder" / "encoder.safetensors").exists()
+    assert not (folder / "state").exists()  # snapshots are removed when the cell finishes
+    assert (folder / "encoder" / "encoder.safetensors").exists()
     decided = {**vision_settings(), "cuda_graph": False}  # the configured settings, decided for the CPU
     assert VisionTrainSettings.from_dict(summary["settings"]) == VisionTrainSettings.from_dict(decided)
     assert summary["meta"] and summary["channels_last"] is False and summary["precision"] == "fp32"
@@ -84,40 +94,25 @@ OAR = {
 #: convolutions corrupt the heap at width 4 with one thread.
 CHANNELS_LAST = {"channels_last": True, "width": 8, "max_steps": 12, "state_every": 4}
 
-
-@pytest.fixture(scope="module")
-def reference_channels_last(tmp_path_factory, vision_settings, train_image) -> Path:
-    workdir = tmp_path_factory.mktemp("reference_channels_last")
-    train_image(vision_settings(**CHANNELS_LAST), workdir)
-    return workdir
+#: The cells with a reference run (:func:`reference`): overrides of the tiny cell.
+CELLS = {"tiny": {}, "oar": OAR, "channels_last": CHANNELS_LAST}
 
 
-@pytest.fixture(scope="module")
-def reference_oar(tmp_path_factory, vision_settings, train_image) -> Path:
-    workdir = tmp_path_factory.mktemp("reference_oar")
-    train_image(vision_settings(**OAR), workdir)
-    return workdir
-
-
-def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss(reference_oar):
-    records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
-    val = [r for r in records if r["event"] == "val"]
-    assert [r["epoch"] for r in val] == [0, 1] and all(r["val_loss"] > 0 for r in val)
-    losses = [r["val_loss"] for r in val]
-    _, summary = load_encoder(reference_oar / "encoder")
-    assert summary["val_losses"] == losses and summary["kept_epoch"] == losses.index(min(losses))
-    assert summary["val_images"] == 287 and summary["keep"] == "best_val_loss"
-    train = [r for r in records if r["event"] == "train"]
-    assert all(r["stats"]["anchor_cos"] == pytest.approx(1 - r["stats"]["oar"]) for r in train)
-
-
-def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
+def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss_and_trains_toward_its_anchors(reference):
     from safetensors.torch import load_file
 
     from contrastlab.losses.oar import orthonormal_anchors
 
-    records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
+    folder = reference("oar")
+    records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     start, train = records[0], [r for r in records if r["event"] == "train"]
+    val = [r for r in records if r["event"] == "val"]
+    assert [r["epoch"] for r in val] == [0, 1] and all(r["val_loss"] > 0 for r in val)
+    losses = [r["val_loss"] for r in val]
+    encoder, summary = load_encoder(folder / "encoder")
+    assert summary["val_losses"] == losses and summary["kept_epoch"] == losses.index(min(losses))
+    assert summary["val_images"] == 287 and summary["keep"] == "best_val_loss"
+    assert all(r["stats"]["anchor_cos"] == pytest.approx(1 - r["stats"]["oar"]) for r in train)
     # 1437 digits: 287 held out for validation, 1150 train (17 batches of 64); 143 labelled (10% of all).
     assert start["oar_labelled"] == 143 and start["loss_dim"] == 32 and start["steps_per_epoch"] == 17
     assert start["n_images"] == 1150
@@ -125,10 +120,9 @@ def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
     assert {r["epoch"]: r["lr"] for r in train} == {0: 0.05, 1: pytest.approx(0.025)}
     oar_terms = [r["stats"]["oar"] for r in train]
     assert 0 <= oar_terms[-1] < oar_terms[0] <= 2  # 1 - cos in [0, 2]; it is being minimised
-    anchors = load_file(reference_oar / "encoder" / "anchors.safetensors")["anchors"]
+    anchors = load_file(folder / "encoder" / "anchors.safetensors")["anchors"]
     expected = orthonormal_anchors(10, 32, generator=torch.Generator().manual_seed(42))  # the default seed
     assert torch.equal(anchors, expected.float())
-    encoder, summary = load_encoder(reference_oar / "encoder")
     assert summary["settings"]["oar_fraction"] == 0.1 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)
 
 
@@ -137,21 +131,17 @@ def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
 )
 @pytest.mark.parametrize("seed", [0, 1, "oar", "channels_last"])
 def test_sigkill_at_a_random_step_resumes_bit_identically(
-    request, tmp_path, seed, observed, vision_settings, train_image
+    reference, tmp_path, seed, observed, vision_settings, train_image
 ):
-    overrides, reference = {
-        "oar": (OAR, "reference_oar"),
-        "channels_last": (CHANNELS_LAST, "reference_channels_last"),
-    }.get(seed, ({}, "reference"))
-    cell = vision_settings(**overrides)
-    reference = request.getfixturevalue(reference)
+    name = seed if seed in CELLS else "tiny"
+    cell, straight = vision_settings(**CELLS[name]), reference(name)
     kill_at = {"oar": (8, 40), "channels_last": (5, 10)}.get(seed, (6, 22))
     kill_at = random.Random(seed).randint(*kill_at)
     # Only the killed run needs its own interpreter; the resume and the references run in-process.
     assert run_until_killed(cell, tmp_path, kill_at) == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
     train_image(cell, tmp_path)
-    got, expected = load_weights(tmp_path / "encoder"), load_weights(reference / "encoder")
+    got, expected = load_weights(tmp_path / "encoder"), load_weights(straight / "encoder")
     assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
 
     def without_timing(path):
@@ -159,7 +149,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
         keep = [r for r in lines if r["event"] == "train"]
         return [{k: v for k, v in r.items() if k not in ("steps_per_s", "images_per_s")} for r in keep]
 
-    assert without_timing(tmp_path / "train_log.jsonl") == without_timing(reference / "train_log.jsonl")
+    assert without_timing(tmp_path / "train_log.jsonl") == without_timing(straight / "train_log.jsonl")
     log = (tmp_path / "train_log.jsonl").read_text()
     assert '"event": "resume"' in log
     cell_name = {"oar": " (OAR cell)", "channels_last": " (channels-last)"}.get(seed, "")
@@ -170,20 +160,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
 def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed, vision_settings, train_image):
     from contrastlab.training import vision
 
-    real = vision.build_loss
-
-    def poisoned(name, **hp):
-        loss_fn, calls = real(name, **hp), [0]
-
-        def call(h1, h2, with_stats=True):
-            calls[0] += 1
-            if calls[0] == 4:
-                h1 = h1 * float("nan")
-            return loss_fn(h1, h2, with_stats=with_stats)
-
-        return call
-
-    monkeypatch.setattr(vision, "build_loss", poisoned)
+    poison_loss(monkeypatch, vision, 4)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 4.*loss stats") as caught:
         train_image(vision_settings(max_steps=6), tmp_path)
     observed(str(caught.value)[:90])

@@ -1,7 +1,7 @@
-"""The image step as one CUDA graph (training.vision_capture). On a CPU: the one-line error, ``None``
-decided off, and the captured step run eagerly is the trainer's eager step bit for bit (views, draws,
-losses, parameters). With CUDA: the replay's draws, bit-equality under deterministic algorithms,
-closeness by default, and MACL's step captured by the trainer."""
+"""The image step as one CUDA graph (training.vision_capture). On a CPU: ``None`` decided off, and the
+captured step run eagerly is the trainer's eager step bit for bit (views, draws, losses, parameters; the
+one-line error of ``cuda_graph: true`` there is in test_capture.py). With CUDA: the replay's draws,
+bit-equality under deterministic algorithms, closeness by default, and MACL's step captured by the trainer."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from contrastlab.training import capture
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import two_views
 from contrastlab.training.runtime import TrainingRun, build_optimizer
-from contrastlab.training.settings import fingerprint_settings
-from contrastlab.training.vision import LATER_DEFAULTS, VisionTrainSettings, train_step, train_vision
+from contrastlab.training.vision import VisionTrainSettings, train_step, train_vision
 from tests.training.test_vision import _pair_statistics, _same_distribution
 
 CUDA = torch.device("cuda")
@@ -27,32 +26,11 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 MACL_HP = {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True}
 
 
-def test_cuda_graph_true_on_a_cpu_is_one_line_before_anything_loads(tmp_path):
-    with pytest.raises(ValueError, match="cuda_graph: true .* needs a CUDA device, but this run is on cpu"):
-        train_vision(
-            VisionTrainSettings(dataset="cifar10", cuda_graph=True), data_root=tmp_path / "absent",
-            out_dir=tmp_path / "out", log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state",
-            device="cpu", progress=False,
-        )  # fmt: skip
-
-
 def test_an_explicit_graph_that_cannot_capture_the_step_is_one_line():
     with pytest.raises(ValueError, match="needs a CUDA device, but this run is on cpu"):
         capture.for_device(VisionTrainSettings(cuda_graph=True), torch.device("cpu"), n_images=512)
     with pytest.raises(ValueError, match="cannot capture this image step .*OAR.*set cuda_graph: false"):
         capture.for_device(VisionTrainSettings(cuda_graph=True, oar_fraction=0.1), CUDA, n_images=512)
-
-
-def test_the_setting_keeps_the_fingerprint_of_a_snapshot_written_before_it():
-    """A snapshot written before ``cuda_graph`` existed (no such key) resumes under today's default and
-    under an explicit false; an explicit true is a run of its own."""
-    today = VisionTrainSettings().to_dict()
-    before = {k: v for k, v in today.items() if k != "cuda_graph"}
-    assert today["cuda_graph"] is None
-    old = fingerprint_settings(before, LATER_DEFAULTS)
-    for value in (None, False):
-        assert fingerprint_settings({**today, "cuda_graph": value}, LATER_DEFAULTS) == old
-    assert "cuda_graph" in fingerprint_settings({**today, "cuda_graph": True}, LATER_DEFAULTS)
 
 
 def test_the_default_on_a_cpu_trains_eagerly_and_says_nothing(tmp_path):

@@ -233,9 +233,8 @@ class CapturedStep:
 
     def __call__(self, *batch: torch.Tensor) -> tuple:
         """Copy a batch (host or device tensors of the captured shapes) into the static inputs, replay."""
-        shapes = tuple(tuple(x.shape) for x in self.inputs)
-        if len(batch) != len(self.inputs) or tuple(tuple(x.shape) for x in batch) != shapes:
-            got = tuple(tuple(x.shape) for x in batch)
+        shapes, got = (tuple(tuple(x.shape) for x in tensors) for tensors in (self.inputs, batch))
+        if got != shapes:
             raise ValueError(f"a captured step takes batches of shapes {shapes}, got {got}")
         with torch.cuda.device(self.device):  # the graph launches on the current device's stream
             for static, x in zip(self.inputs, batch, strict=True):

@@ -110,8 +110,7 @@ def tokenize_sentences(tokenizer: Any, sentences: list[str], max_length: int, pr
         encoded = tokenizer(
             sentences[start : start + TOKENIZE_CHUNK], truncation=True, max_length=max_length
         )["input_ids"]
-        for offset, row in enumerate(encoded):
-            lengths[start + offset] = len(row)
+        lengths[start : start + len(encoded)] = [len(row) for row in encoded]
         pieces.append(np.fromiter((t for row in encoded for t in row), dtype=dtype))
     offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

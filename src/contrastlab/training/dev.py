@@ -47,17 +47,11 @@ class DevEvaluator:
         index = {sentence: i for i, sentence in enumerate(unique)}
         encoded = tokenizer(unique, truncation=False)["input_ids"]
         order = sorted(range(len(unique)), key=lambda i: len(encoded[i]))
-        pad_id = tokenizer.pad_token_id
-        self.batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            width = max(len(encoded[i]) for i in rows)
-            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for r, i in enumerate(rows):
-                ids[r, : len(encoded[i])] = torch.tensor(encoded[i])
-                mask[r, : len(encoded[i])] = 1
-            self.batches.append((ids.to(device), mask.to(device), torch.tensor(rows, device=device)))
+        self._encoded, self._pad_id, self.device = encoded, tokenizer.pad_token_id, device
+        self.batches = [
+            (*self._padded(rows), torch.tensor(rows, device=device))
+            for rows in (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+        ]
         self.task = task
         self.n_sentences = len(unique)
         self.n_pairs = len(gold)
@@ -66,9 +60,17 @@ class DevEvaluator:
         self.gold = np.asarray(gold, dtype=np.float64)
         # Row indices, not a boolean mask: boolean indexing asks the device for the count (a sync).
         self.positive = torch.from_numpy(np.flatnonzero(self.gold >= POSITIVE_GOLD)).to(device)
-        self.device = device
         self.autocast = autocast
-        self._encoded, self._pad_id = encoded, pad_id
+
+    def _padded(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sentences ``rows`` as ``(input_ids, attention_mask)`` on the device, as wide as the longest."""
+        width = max(len(self._encoded[i]) for i in rows)
+        ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, i in enumerate(rows):
+            ids[r, : len(self._encoded[i])] = torch.tensor(self._encoded[i])
+            mask[r, : len(self._encoded[i])] = 1
+        return ids.to(self.device), mask.to(self.device)
 
     def probe_batches(
         self, batch_size: int, max_sentences: int, seed: int
@@ -77,27 +79,17 @@ class DevEvaluator:
         ``(input_ids, attention_mask)`` batches of ``batch_size`` on the device: the dev side of the
         trainer's geometry probe (Nie Fig. 1b-d's dev L_cl). [] if the split has fewer than one batch."""
         order = np.random.default_rng([seed, 1]).permutation(len(self._encoded))[:max_sentences]
-        out = []
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            rows = order[start : start + batch_size]
-            width = max(len(self._encoded[i]) for i in rows)
-            ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for r, i in enumerate(rows):
-                ids[r, : len(self._encoded[i])] = torch.tensor(self._encoded[i])
-                mask[r, : len(self._encoded[i])] = 1
-            out.append((ids.to(self.device), mask.to(self.device)))
-        return out
+        starts = range(0, len(order) - batch_size + 1, batch_size)
+        return [self._padded(order[start : start + batch_size]) for start in starts]
 
     @torch.inference_mode()
     def embeddings(self, model: torch.nn.Module, head: torch.nn.Module | None = None) -> torch.Tensor:
         """Last-layer [CLS] vectors (float32) of the unique dev sentences, through ``head`` if given;
         model and head in eval mode."""
-        was_training = model.training
-        head_was_training = head.training if head is not None else False
-        model.eval()
-        if head is not None:
-            head.eval()
+        modules = [module for module in (model, head) if module is not None]
+        were_training = [module.training for module in modules]
+        for module in modules:
+            module.eval()
         try:
             out: torch.Tensor | None = None
             for ids, mask, rows in self.batches:
@@ -112,9 +104,8 @@ class DevEvaluator:
             assert out is not None
             return out
         finally:
-            model.train(was_training)
-            if head is not None:
-                head.train(head_was_training)
+            for module, was_training in zip(modules, were_training, strict=True):
+                module.train(was_training)
 
     def __call__(self, model: torch.nn.Module, head: torch.nn.Module | None = None) -> dict[str, float]:
         z = F.normalize(self.embeddings(model, head), dim=-1)

@@ -119,18 +119,8 @@ def training_step(
     if padding_free and graph:
         raise ValueError("padding_free runs the eager step: its token count changes every batch")
     if graph:
-        captured = capture.capture_sentence_step(
-            run,
-            train_step,
-            model,
-            head,
-            loss_fn,
-            optimizer,
-            params,
-            first,
-            head_autocast=False,
-            clip_norm=CLIP_NORM,
-        )
+        pieces = (run, train_step, model, head, loss_fn, optimizer, params, first)
+        captured = capture.capture_sentence_step(*pieces, head_autocast=False, clip_norm=CLIP_NORM)
         return lambda ids, mask: captured(ids, mask)[0]
 
     draws = padding_free if isinstance(padding_free, str) else "padded"
@@ -138,15 +128,8 @@ def training_step(
 
     def step(ids, mask):
         with run.step_context():
-            out, _, _ = train_step(
-                encoder,
-                head,
-                loss_fn,
-                [(ids, mask)],
-                autocast=run.autocast,
-                with_stats=False,
-                scale=run.scale,
-            )
+            options = dict(autocast=run.autocast, with_stats=False, scale=run.scale)
+            out, _, _ = train_step(encoder, head, loss_fn, [(ids, mask)], **options)
             run.optimizer_step(optimizer, params, CLIP_NORM)
         return out
 

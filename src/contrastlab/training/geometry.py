@@ -70,17 +70,13 @@ MIN_RATIO_BINS = 60
 MIN_RATIO_RANGE = (0.0, 3.0)
 
 
-def _off_diagonal(n: int, device) -> Tensor:
-    return ~torch.eye(n, dtype=torch.bool, device=device)
-
-
 @torch.no_grad()
 def batch_sums(z1: Tensor, z2: Tensor, *, m: float = LI_BASELINE_M, taus: Sequence[float] = SHARE_TAUS):
     """Sums over one batch of unit vectors ``z1``, ``z2`` [N, D] (view 1 = anchors) that
     :func:`finalize` turns into the module's statistics; float64, on ``z1``'s device."""
     z1, z2 = z1.double(), z2.double()
     n = z1.shape[0]
-    off = _off_diagonal(n, z1.device)
+    off = ~torch.eye(n, dtype=torch.bool, device=z1.device)
     sim = z1 @ z2.T
     pos = sim.diagonal()
     neg = sim[off]

@@ -119,10 +119,8 @@ class Phases:
             self.seconds["interpreter_s"] = max(0.0, now - self.started)
         else:
             self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
-            self.seconds["imports_s"] = max(0.0, now - handed_over)
-        # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
-        if handed_over is not None:
-            self.seconds["imports_s"] = max(0.0, self.seconds["imports_s"] - sum(_FRAME_PHASES.values()))
+            # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
+            self.seconds["imports_s"] = max(0.0, now - handed_over - sum(_FRAME_PHASES.values()))
             self.seconds.update(_FRAME_PHASES)
         self._last = now
         self._loop_paused: dict[str, float] = {}

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from contrastlab.models import pick_device
-from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
+from contrastlab.precision import resolve, set_fp32_mode
 from contrastlab.training import capture
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, default_events_dir
@@ -256,6 +256,10 @@ class TrainingRun:
         self.device = device if isinstance(device, torch.device) else pick_device(device)
         self.precision = Precision.resolve(precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.name == "fp16")
+        # The step's precision: the encoder's autocast, the fp32 switches around forward + backward +
+        # optimiser step, and what to back-propagate (the loss times the fp16 loss scale, else the loss).
+        self.autocast, self.step_context = self.precision.autocast, self.precision.step
+        self.scale = self.scaler.scale
         self.state_every, self.state_minutes = state_every, state_minutes
         cpu = self.device.type == "cpu"
         self.check_every = check_every if check_every is not None else (1 if cpu else 0)
@@ -326,17 +330,6 @@ class TrainingRun:
         }
 
     # -- the step --------------------------------------------------------------------------------------
-    def autocast(self) -> contextlib.AbstractContextManager:
-        return self.precision.autocast()
-
-    def step_context(self) -> contextlib.AbstractContextManager:
-        """Around forward + backward + optimiser step: the precision's fp32 switches."""
-        return self.precision.step()
-
-    def scale(self, loss: torch.Tensor) -> torch.Tensor:
-        """What to back-propagate: the loss times the fp16 loss scale (the loss itself otherwise)."""
-        return self.scaler.scale(loss)
-
     def optimizer_step(
         self,
         optimizer: torch.optim.Optimizer,
@@ -389,14 +382,6 @@ class TrainingRun:
         """fp16 steps skipped in a row up to the last step (a host sync)."""
         return int(self._skip_run.item())
 
-    def _check_skips(self, worst: int) -> None:
-        if worst >= FP16_MAX_CONSECUTIVE_SKIPS:
-            raise NonFiniteLossError(
-                f"fp16 loss scaling skipped {worst} steps in a row (scale now {self.scaler.get_scale():g}): "
-                "the gradients overflow at every scale; use precision bf16 or fp32"
-            )
-        self._worst_skip_run.copy_(self._skip_run)
-
     # -- the loop's bookkeeping ------------------------------------------------------------------------
     def steps(self, start: int, total: int, desc: str) -> Iterator[int]:
         """Steps ``start + 1 .. total`` with a progress bar; the interval clock starts here. The
@@ -446,7 +431,12 @@ class TrainingRun:
                 f"loss stats at step {step}: {stats()}. Try a lower lr, precision=fp32, or check the "
                 "hyperparameters."
             )
-        self._check_skips(worst)
+        if worst >= FP16_MAX_CONSECUTIVE_SKIPS:
+            raise NonFiniteLossError(
+                f"fp16 loss scaling skipped {worst} steps in a row (scale now {self.scaler.get_scale():g}): "
+                "the gradients overflow at every scale; use precision bf16 or fp32"
+            )
+        self._worst_skip_run.copy_(self._skip_run)
 
     def take_interval(self, *extra: torch.Tensor) -> dict[str, Any]:
         """The log interval's mean loss, speed and ``extra`` device scalars (one host sync); resets it."""

@@ -67,7 +67,7 @@ from contrastlab.training.sentence_step import (
     to_device,
     train_step,
 )
-from contrastlab.training.settings import check_against_schema, settings_from_dict
+from contrastlab.training.settings import Settings, check_against_schema
 
 __all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step", "ROBERTA_TYPES"]
 
@@ -89,10 +89,11 @@ LATER_DEFAULTS = {
 
 
 @dataclass(frozen=True)
-class TrainSettings:
+class TrainSettings(Settings):
     """Everything that defines one training run (a flat dict of these is the workflow's params)."""
 
     TRACK: ClassVar[str] = "sentence"  # families.step_mode's track
+    WHAT: ClassVar[str] = "training"
     loss: str  # a name of contrastlab.losses.LOSSES
     loss_hp: Mapping[str, Any] = field(default_factory=dict)  # build_loss keyword arguments
     protocol: str = "simcse"  # "simcse" or "li2024" (head shape/init, frozen embeddings)
@@ -152,17 +153,6 @@ class TrainSettings:
                 f"analysis_batch must be >= 2 and <= analysis_sentences ({self.analysis_sentences}), "
                 f"got {self.analysis_batch}"
             )
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> TrainSettings:
-        """Build from a flat dict; unknown keys raise (naming the valid ones)."""
-        return settings_from_dict(cls, values, "training")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v)
-            for f in dataclasses.fields(self)
-        }
 
 
 @contextlib.contextmanager

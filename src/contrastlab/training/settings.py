@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from contrastlab.config.schema import load_schema
 
@@ -14,6 +14,27 @@ from contrastlab.config.schema import load_schema
 #: another value, or before the setting existed, resumes).
 NOT_IN_FINGERPRINT = ("tensorboard",)
 _UNSET = object()
+
+
+class Settings:
+    """A trainer's settings dataclass: ``from_dict`` of a flat mapping (unknown keys raise one line
+    naming them, :func:`settings_from_dict`; ``WHAT`` names the settings there) and ``to_dict`` as plain
+    JSON values (mappings as dicts, tuples as lists), so that ``from_dict(to_dict())`` gives them back."""
+
+    WHAT: ClassVar[str]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        return settings_from_dict(cls, values, cls.WHAT)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):

@@ -55,7 +55,7 @@ class HostBuffers:
     event (None on a CPU) the writer waits on before it reads them."""
 
     def __init__(self) -> None:
-        self._buffers: list[torch.Tensor] = []
+        self._buffers: list[torch.Tensor | None] = []
         self._next = 0
 
     def copy(self, state: Any) -> tuple[Any, torch.cuda.Event | None]:
@@ -86,13 +86,11 @@ class HostBuffers:
         if cuda and not on_cuda:
             on_cuda.append(tensor.device)
         index, self._next = self._next, self._next + 1
-        buffer = self._buffers[index] if index < len(self._buffers) else None
+        if index == len(self._buffers):
+            self._buffers.append(None)
+        buffer = self._buffers[index]
         if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
-            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=cuda)
-            if index < len(self._buffers):
-                self._buffers[index] = buffer
-            else:
-                self._buffers.append(buffer)
+            buffer = self._buffers[index] = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=cuda)
         return buffer.copy_(tensor, non_blocking=cuda)
 
 

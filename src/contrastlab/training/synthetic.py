@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
-from contrastlab.training.settings import settings_from_dict
+from contrastlab.training.settings import Settings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,9 +66,12 @@ CLUSTER_DIRECTIONS = torch.tensor(
 
 
 @dataclass(frozen=True)
-class SyntheticSettings:
+class SyntheticSettings(Settings):
     """Everything that defines the study (a few seconds on one CPU thread with the defaults); every
-    field but ``losses`` is shared by all eight trainings."""
+    field but ``losses`` is shared by all eight trainings. ``from_dict``: the config's ``oar_synthetic``
+    block."""
+
+    WHAT: ClassVar[str] = "oar_synthetic"
 
     # --- data (§3): 3 x 200 points on three noisy lines inside the unit ball
     points_per_cluster: int = 200
@@ -151,11 +154,6 @@ class SyntheticSettings:
                 raise ValueError(f"sweep overrides fields of the study's setup, not {sorted(unknown)}")
         if self.sweep and self.sweep_loss not in self.losses:
             raise ValueError(f"sweep_loss {self.sweep_loss!r} is not in losses ({', '.join(self.losses)})")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> SyntheticSettings:
-        """Build from a mapping (the config's ``oar_synthetic`` block); unknown keys raise."""
-        return settings_from_dict(cls, values, "oar_synthetic")
 
 
 @dataclass(frozen=True)
@@ -321,15 +319,11 @@ def distinct_directions(z: Any, labels: Any, min_angle_deg: float = 30.0) -> int
     """How many distinct directions the clusters keep: clusters whose axes are less than
     ``min_angle_deg`` apart (:func:`axis_angles`) are merged, transitively (single linkage), and the
     groups counted. 3 = the three clusters on three lines, 1 = all fused onto one line (§3)."""
+    from scipy.sparse.csgraph import connected_components
+
     axes = cluster_axes(z, labels)
     close = np.degrees(torch.arccos((axes @ axes.T).abs().clamp(max=1.0)).numpy()) < min_angle_deg
-    group = list(range(len(axes)))  # union-find over at most K clusters
-    for i in range(len(axes)):
-        for j in range(i + 1, len(axes)):
-            if close[i, j]:
-                old, new = group[j], group[i]
-                group = [new if g == old else g for g in group]
-    return len(set(group))
+    return int(connected_components(close, directed=False)[0])
 
 
 # --------------------------------------------------------------------------- training

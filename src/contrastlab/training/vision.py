@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import shutil
@@ -51,7 +52,7 @@ from contrastlab.training.runtime import (
     epoch_order,
     seed_all,
 )
-from contrastlab.training.settings import check_against_schema, settings_from_dict
+from contrastlab.training.settings import Settings, check_against_schema
 from contrastlab.training.vision_select import ValSelection
 from contrastlab.training.vision_step import OarBatch, OarBatches, host_to_device, train_step
 
@@ -87,10 +88,11 @@ LATER_DEFAULTS = {
 
 
 @dataclass(frozen=True)
-class VisionTrainSettings:
+class VisionTrainSettings(Settings):
     """Everything that defines one vision cell; defaults are MACL App. B.3's CIFAR-10 setting."""
 
     TRACK: ClassVar[str] = "vision"  # families.step_mode's track
+    WHAT: ClassVar[str] = "vision training"
     dataset: str = "cifar10"  # digits | cifar10 | cifar100
     loss: str = "ntxent"
     loss_hp: Mapping[str, Any] = field(default_factory=dict)
@@ -177,37 +179,11 @@ class VisionTrainSettings:
         if self.width < 1:  # not a config key: set from the backbone
             raise ValueError(f"width must be >= 1, got {self.width}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> VisionTrainSettings:
-        """Build from a flat mapping (the workflow's resolved settings); unknown keys raise."""
-        return settings_from_dict(cls, values, "vision training")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (tuples as lists): ``from_dict(to_dict())`` gives the same settings."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
     def augment(self, size: int, mean, std) -> SimCLRAugment:
-        """The training augmentation these settings describe, for images of side ``size``."""
-        return SimCLRAugment(
-            size,
-            mean=mean,
-            std=std,
-            crop_scale=self.crop_scale,
-            crop_ratio=self.crop_ratio,
-            jitter=self.jitter,
-            jitter_p=self.jitter_p,
-            gray_p=self.gray_p,
-            flip_p=self.flip_p,
-            blur_p=self.blur_p,
-            blur_sigma=self.blur_sigma,
-            blur_kernel=self.blur_kernel,
-        )
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    return list(value) if isinstance(value, tuple) else value
+        """The training augmentation these settings describe, for images of side ``size``: each keyword of
+        :class:`SimCLRAugment` but the image's is the setting of its name."""
+        keywords = inspect.signature(SimCLRAugment).parameters.keys() - {"size", "mean", "std"}
+        return SimCLRAugment(size, mean=mean, std=std, **{k: getattr(self, k) for k in keywords})
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:

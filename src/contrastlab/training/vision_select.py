@@ -38,11 +38,7 @@ class ValSelection:
         return {"val_best": self.best, "val_kept_epoch": self.kept_epoch, "val_losses": self.losses}
 
     def restore(self, saved: dict[str, Any]) -> None:
-        self.best, self.kept_epoch, self.losses = (
-            saved["val_best"],
-            saved["val_kept_epoch"],
-            saved["val_losses"],
-        )
+        self.best, self.kept_epoch, self.losses = (saved[key] for key in self.state())
 
     def __call__(self, step: int, epoch: int) -> None:
         run, s = self.run, self.s
