@@ -118,7 +118,7 @@ def backbone_license(alias: str, backbones: Mapping[str, Mapping[str, Any]]) -> 
             return found, f"the model card the package `{spec['package']}` ships (model/README.md)"
     if "path" in spec and (found := _card_license(Path(spec["path"]))):
         return found, f"the model card in {spec['path']}"
-    hub_id = spec.get("hf_id") or PACKAGE_MODELS.get(spec.get("package", ""))
+    hub_id = base_model_id(alias, backbones)
     if hub_id in BACKBONE_LICENSES:
         return BACKBONE_LICENSES[hub_id]
     return "unknown", f"not established for `{alias}`: set `license` in the card before publishing"
@@ -258,19 +258,17 @@ def checkpoint_meta(
     seed: int,
     backbones: Mapping[str, Mapping[str, Any]],
     data_config: Mapping[str, Any] | None = None,
-    base_model: str | None = None,
 ) -> dict[str, Any]:
     """The MTEB ``ModelMeta`` of one kept sentence checkpoint (:func:`~.mteb_results.model_meta`),
     named ``contrastlab/<experiment>-<backbone>-<method>-seed<seed>`` until ``make publish`` names it:
-    the backbone's licence and hub id (from the config's ``backbones``; ``base_model`` overrides the
-    id), the training corpus's URL (from its ``data``), the weights' revision and date, and the BibTeX
-    of the papers the experiment reproduces."""
+    the backbone's licence and hub id (from the config's ``backbones``), the training corpus's URL (from
+    its ``data``), the weights' revision and date, and the BibTeX of the papers the experiment reproduces."""
     licence = backbone_license(backbone, backbones)[0] if backbone in backbones else "unknown"
     return model_meta(
         model_dir,
         name=f"contrastlab/{experiment}-{backbone}-{method}-seed{seed}",
         license=licence,
-        base_model=base_model or (base_model_id(backbone, backbones) if backbone in backbones else None),
+        base_model=base_model_id(backbone, backbones) if backbone in backbones else None,
         training_data=training_corpus(data_config)[1],
         citation=citation_of(experiment),
     )

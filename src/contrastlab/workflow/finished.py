@@ -26,6 +26,7 @@ from typing import Any
 
 from contrastlab.artifacts import recorded_sha256, sha256_file
 from contrastlab.paths import write_json
+from contrastlab.workflow.failures import snakemake_dict
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
 RECORDED_OUTPUTS = ("model", "encoder", "metrics")
@@ -79,8 +80,7 @@ def record_job(snakemake: Any) -> list[Path]:
     """:func:`record_finished` for a cell's job as Snakemake hands it to its script: its outputs named in
     :data:`RECORDED_OUTPUTS` (the weights of ``train``, ``train_vision``; the metrics of ``evaluate`` and
     its twins), under the config's ``results_dir``. Nothing for a job with none of them."""
-    output = getattr(snakemake, "output", None)
-    named = dict(output.items()) if hasattr(output, "items") else {}
+    named = snakemake_dict(snakemake, "output")
     outputs = [str(named[name]) for name in RECORDED_OUTPUTS if name in named]
     if not outputs:
         return []

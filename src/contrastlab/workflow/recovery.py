@@ -148,24 +148,26 @@ def record_running_workflow(
     of its ``lock_files``; and list the record in ``workdir``'s :func:`_checkout_list`. Called when the
     workflow starts executing, after it took its locks; also names the invocation for its jobs
     (:data:`RUN_VARIABLE`). Returns the record's path."""
-    machine = this_machine()
-    pid, start = os.getpid(), _start_time(os.getpid())
+    run = _this_run(os.path.abspath(results_dir))
     record = _record_path(results_dir)
     locks = [d for d in (_digest(Path(p)) for p in lock_files) if d]
-    write_json(
-        record,
-        {
-            **machine,
-            "pid": pid,
-            "start_time": start,
-            "command": sys.argv,
-            "results_dir": os.path.abspath(results_dir),
-            "locks": locks,
-        },
-    )
+    write_json(record, {**run, "locks": locks})
     write_json(_checkout_list(workdir) / record.name, {"record": os.path.abspath(record)})
-    os.environ[RUN_VARIABLE] = f"{machine['host']}:{pid}:{start}"
+    os.environ[RUN_VARIABLE] = f"{run['host']}:{run['pid']}:{run['start_time']}"
     return record
+
+
+def _this_run(results_dir: str) -> dict[str, Any]:
+    """This process as a run on ``results_dir``: where it runs (:func:`this_machine`), its pid, start time
+    and command."""
+    pid = os.getpid()
+    return {
+        **this_machine(),
+        "pid": pid,
+        "start_time": _start_time(pid),
+        "command": sys.argv,
+        "results_dir": results_dir,
+    }
 
 
 def _records(results_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
@@ -344,15 +346,8 @@ def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
             break
         os.close(fd)  # its holder removed it as it ended, after this process opened it: take the new one
     _CLAIMS[real] = fd
-    holder = {
-        **this_machine(),
-        "pid": os.getpid(),
-        "start_time": _start_time(os.getpid()),
-        "command": sys.argv,
-        "results_dir": real,
-    }
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+    os.pwrite(fd, (json.dumps(_this_run(real)) + "\n").encode(), 0)
     atexit.register(_release_claim, real, path, made)
     return None
 

@@ -121,7 +121,8 @@ def _starter_connection(address: Path) -> tuple[socket.socket | None, str | None
     return None, refusal(address) or why, waited
 
 
-#: The signals a fork sets as a fresh interpreter has them (SIGINT first: Python's own handler).
+#: The signals a client forwards to its fork, and that a fork sets as a fresh interpreter has them (SIGINT
+#: first: Python's own handler).
 _RESET_SIGNALS = tuple(
     getattr(signal, name) for name in "SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2".split()
 )
@@ -258,15 +259,12 @@ def _receive(connection: socket.socket, size: int) -> bytes:
     return data
 
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-
-
 def _follow(connection: socket.socket, fork: int) -> None:
     """Wait for the fork running this job, passing on the signals this process gets, and exit as it
     exited (a fork killed by a signal: this process kills itself with it)."""
     from contrastlab.workflow.recovery import die_with_workflow
 
-    for signum in FORWARDED:
+    for signum in _RESET_SIGNALS:
         signal.signal(signum, lambda signum, _frame: _kill(fork, signum))
     die_with_workflow()  # Snakemake gone: this process exits, the starter sees it and kills the fork
     try:
