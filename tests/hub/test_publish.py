@@ -31,16 +31,22 @@ BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
 MARKERS = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
 
 
-def tiny_checkpoint(folder: Path) -> int:
-    """A 1-layer BERT saved as our trainer exports it (HF folder + sentence-transformers files); returns
-    its parameter count."""
+def tiny_bert(folder: Path, vocab_size: int = 40):
+    """A 1-layer BERT (hidden 8, 2 heads, feed-forward 16) saved to ``folder``; returns the model."""
     from transformers import BertConfig, BertModel
 
     config = BertConfig(
-        vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+        vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
     )
     model = BertModel(config)
     model.save_pretrained(folder)
+    return model
+
+
+def tiny_checkpoint(folder: Path) -> int:
+    """:func:`tiny_bert` saved as our trainer exports it (HF folder + sentence-transformers files); returns
+    its parameter count."""
+    model = tiny_bert(folder)
     summary = {
         "settings": {"loss": "infonce", "loss_hp": {"tau": 0.05}, "seed": 42},
         "meta": {"git_sha": "abc"},

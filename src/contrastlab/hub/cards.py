@@ -377,25 +377,26 @@ def vision_model_card(
             "and no score, and the tables and the rate figure show it as diverged.",
             "",
         ]
-        body = [*lines, *_provenance({}, data), *_citation(experiment)]
-        return "\n".join([front, "", *_as_markdown(body, names)])
-    lines += [
-        *_vision_usage(torchvision_spec or {}, settings),
-        *_training(
-            summary,
-            loss,
-            f"dataset `{settings.get('dataset')}`",
-            [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
-        ),
-        *_evaluation(
-            f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
-            f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
-            "number for this backbone and method, where its table has one.",
-            metrics,
-            published,
-        ),
-    ]
-    body = [*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)]
+        meta = {}
+    else:
+        meta = summary.get("meta", {})
+        lines += [
+            *_vision_usage(torchvision_spec or {}, settings),
+            *_training(
+                summary,
+                loss,
+                f"dataset `{settings.get('dataset')}`",
+                [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
+            ),
+            *_evaluation(
+                f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
+                f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
+                "number for this backbone and method, where its table has one.",
+                metrics,
+                published,
+            ),
+        ]
+    body = [*lines, *_provenance(meta, data), *_citation(experiment)]
     return "\n".join([front, "", *_as_markdown(body, names)])
 
 

@@ -105,14 +105,10 @@ def runs_folder(results_dir: str | os.PathLike) -> Path:
 
 def run_records(results_dir: str | os.PathLike) -> list[Path]:
     """The records of the runs that may be executing on ``results_dir`` (this contrastlab's, and the
-    single marker an older one wrote): empty when none is."""
-    legacy = _legacy_marker(results_dir)
+    single marker an older one wrote before per-run records, one per folder, no host): empty when none
+    is."""
+    legacy = Path(results_dir) / "state" / "snakemake.json"
     return sorted(runs_folder(results_dir).glob("*.json")) + ([legacy] if legacy.is_file() else [])
-
-
-def _legacy_marker(results_dir: str | os.PathLike) -> Path:
-    """The single marker of contrastlab before per-run records (one per folder, no host)."""
-    return Path(results_dir) / "state" / "snakemake.json"
 
 
 def _digest(path: Path) -> str | None:
