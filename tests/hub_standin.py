@@ -223,12 +223,12 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None | bool:
 class HubStandin:
     """An imitation of the Hugging Face hub's download endpoints on ``http://127.0.0.1:<free port>``.
 
-    Use as a context manager (``with HubStandin() as hub:``) or with :meth:`start`/:meth:`stop`. Repos are
-    added with :meth:`add_repo`/:meth:`add_dataset_file` at any time, also while the server runs.
+    Use as a context manager (``with HubStandin() as hub:``): it serves inside the block. Repos are added
+    with :meth:`add_repo`/:meth:`add_dataset_file` at any time, also while the server runs.
     """
 
-    def __init__(self, *, tree_page_size: int = 1000) -> None:
-        self.tree_page_size = tree_page_size
+    def __init__(self) -> None:
+        self.tree_page_size = 1000  # entries a page of a tree listing
         #: ``(method, path)`` of every request received, in order; the path without its query string.
         self.requests: list[tuple[str, str]] = []
         self._repos: dict[tuple[str, str], _Repo] = {}
@@ -240,8 +240,8 @@ class HubStandin:
 
     # -- lifecycle --
 
-    def start(self) -> HubStandin:
-        """Start serving (in a daemon thread); returns ``self``."""
+    def __enter__(self) -> HubStandin:
+        """Start serving (in a daemon thread)."""
         if self._server is not None:
             raise RuntimeError("the hub stand-in is already running")
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -254,27 +254,20 @@ class HubStandin:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Stop serving and free the port (the repos and the request log stay)."""
-        if self._server is None:
-            return
+        assert self._server is not None
         self._server.shutdown()
         self._server.server_close()
         assert self._thread is not None
         self._thread.join()
         self._server = self._thread = None
 
-    def __enter__(self) -> HubStandin:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:<port>``: the value for ``HF_ENDPOINT``."""
         if self._server is None:
-            raise RuntimeError("the hub stand-in is not running: start() it first")
+            raise RuntimeError("the hub stand-in is not running: use it in a with block")
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     # -- content --
@@ -550,8 +543,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))  # for HEAD too: the size a GET would get
-        # One request a connection: a client's pooled connection never outlives stop(), so it can never reach
-        # the handler of a stopped stand-in (whose port a later one may get). The client relies on no reuse.
+        # One request a connection: a client's pooled connection never outlives the stand-in, so it never
+        # reaches the handler of a stopped stand-in (whose port a later one may get). No reuse is relied on.
         self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
