@@ -149,32 +149,26 @@ def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
     assert mr.mteb_scores(None) == [] and mr.mteb_scores(tmp_path / "absent") == []
 
 
-def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mteb(tmp_path):
-    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
-    ModelMeta (its JSON reader), with the checkpoint's parameter count and width."""
-    mteb_models = pytest.importorskip("mteb.models")
-    out = card(tmp_path, tmp_path / "no-mteb-here")
-    front = yaml.safe_load(out.read_text().split("---\n")[1])
-    assert front["license"] == "apache-2.0" and "model-index" in front
-    assert all(r["source"]["name"] != "MTEB" for r in front["model-index"][0]["results"] if "source" in r)
-    meta = mteb_models.ModelMeta.model_validate_json_resolved((out.parent / pub.MODEL_META_FILE).read_text())
-    assert meta.n_parameters == int((out.parent / "params").read_text()) and meta.embed_dim == 8
-    assert meta.license == "apache-2.0" and meta.similarity_fn_name.value == "cosine"
-    assert meta.adapted_from == "bert-base-uncased" and meta.public_training_data == WIKI
-    assert meta.loader is not None and meta.training_datasets == {"STSBenchmark"}
-    assert meta.name == "contrastlab/nie2023-bert-base-cl-seed42" and meta.max_tokens == 512
-
-
 def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
-    """No null where the leaderboard needs a value: the backbone's licence, the counted parameters, the
-    weights' day and sha256 (other weights, another revision), the paper's BibTeX; mteb validates it."""
+    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
+    ModelMeta (its JSON reader), with no null where the leaderboard needs a value: the backbone's licence,
+    the counted parameters and width, the weights' day and sha256 (other weights, another revision), the
+    paper's BibTeX."""
     import datetime
     import os
 
     from contrastlab.papers import bibtex_block, papers_of
 
     mteb_models = pytest.importorskip("mteb.models")
-    out = card(tmp_path, None)
+    out = card(tmp_path, tmp_path / "no-mteb-here")
+    front = yaml.safe_load(out.read_text().split("---\n")[1])
+    assert front["license"] == "apache-2.0" and "model-index" in front
+    assert all(r["source"]["name"] != "MTEB" for r in front["model-index"][0]["results"] if "source" in r)
+    meta = mteb_models.ModelMeta.model_validate_json_resolved((out.parent / pub.MODEL_META_FILE).read_text())
+    assert meta.embed_dim == 8 and meta.similarity_fn_name.value == "cosine"
+    assert meta.adapted_from == "bert-base-uncased" and meta.public_training_data == WIKI
+    assert meta.loader is not None and meta.training_datasets == {"STSBenchmark"}
+    assert meta.name == "contrastlab/nie2023-bert-base-cl-seed42" and meta.max_tokens == 512
     model = tmp_path / "model"
     day = datetime.datetime(2026, 3, 14, 12, tzinfo=datetime.UTC).timestamp()
     os.utime(model / "model.safetensors", (day, day))
@@ -285,12 +279,6 @@ class StubApi:
         self.calls.append(("create_commit", repo_id, operations, commit_message))
         url = f"https://huggingface.co/{repo_id}/commit/{'c' * 40}"
         return CommitInfo(commit_url=url, commit_message=commit_message, commit_description="", oid="c" * 40)
-
-    def upload_file(self, *a, **k):  # pragma: no cover - publish must not call these
-        self.calls.append(("upload_file",))
-
-    def upload_folder(self, *a, **k):  # pragma: no cover
-        self.calls.append(("upload_folder",))
 
 
 def _finished_cell(tmp_path: Path) -> tuple[Path, pub.CellFiles, list[str]]:

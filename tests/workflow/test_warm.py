@@ -332,7 +332,8 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
 
 def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
     """The wait ends with a connection once the starter listens, with None at once where no starter took the
-    lock within the grace, and after the time asked for where one holds it but never listens."""
+    lock within the grace, and after the time asked for where one holds it but never listens. A second
+    starter on the address leaves at once."""
     import socket
     import threading
 
@@ -351,6 +352,8 @@ def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
 
     with FileLock(f"{address}.lock"):
         assert warm._starter_importing(address)
+        assert warm.serve(address, idle_seconds=1) == "another starter serves this address"
+        assert not address.exists()
         started = time.monotonic()
         assert warm._wait_for_starter(address, seconds=0.8) is None  # held, never listening: the time asked
         assert 0.8 <= time.monotonic() - started < 5
@@ -412,13 +415,6 @@ def test_the_starter_key_follows_what_a_fork_inherits_but_not_per_run_variables(
     with pytest.MonkeyPatch.context() as patch:  # another venv: another sys.prefix, the same interpreter
         patch.setattr(sys, "prefix", str(tmp_path / "venv"))
         assert starter_key(base) != key
-
-
-def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):
-    address = tmp_path / "key.sock"
-    with FileLock(f"{address}.lock"):
-        assert warm.serve(address, idle_seconds=1) == "another starter serves this address"
-    assert not address.exists()
 
 
 #: Why a job of a key whose starter's imports loaded a CUDA driver that cannot say whether it was
@@ -607,26 +603,6 @@ def _wait_for(condition, timeout: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout} s"
         time.sleep(0.05)
-
-
-def test_a_warm_job_records_its_own_usage_beside_its_benchmark_file(tmp_path, monkeypatch):
-    """Snakemake's benchmark of a warm job measures the client; the fork writes its own peak memory (MB)
-    and CPU seconds beside the file Snakemake will write, found from the Snakefile's patterns."""
-    from types import SimpleNamespace
-
-    class Rule(SimpleNamespace):
-        pass
-
-    rules = [Rule(name="train", benchmark=f"{tmp_path}/benchmarks/train/{{experiment,a|b}}/seed{{seed}}.tsv")]
-    rules.append(Rule(name="tables", benchmark=None))
-    monkeypatch.setenv(warm.BENCHMARKS_VARIABLE, warm.benchmark_patterns(rules))
-    assert "a|b" not in os.environ[warm.BENCHMARKS_VARIABLE]  # constraints: the full config's pass 128 kB
-    warm.record_usage(SimpleNamespace(rule="tables", wildcards={}))
-    warm.record_usage(SimpleNamespace(rule="train", wildcards={"experiment": "nie2023", "seed": "42"}))
-    written = list(tmp_path.rglob("*.json"))
-    assert written == [tmp_path / "benchmarks/train/nie2023/seed42.warm.json"]
-    usage = json.loads(written[0].read_text())
-    assert usage["max_rss"] > 10 and usage["cpu_time"] > 0  # this test process's own: tens of MB at least
 
 
 # --- issue 76 item 3: a warm job sees what a cold one sees; each way a starter can fail ends clearly ------

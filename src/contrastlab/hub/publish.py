@@ -399,6 +399,8 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     (:func:`~contrastlab.hub.cards.write_card`) is written: the MTEB description and the card (its
     model-index named ``repo``) written for ``repo`` under ``<results_dir>/publish/<cell>/``, and every
     file of the checkpoint. Raises :class:`PublishError` with one line naming the fix."""
+    from huggingface_hub import ModelCard
+
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     meta = json.loads(found.card.with_name(MODEL_META_FILE).read_text())
@@ -409,7 +411,12 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     )
     out = found.root / "publish" / found.cell.path / MODEL_META_FILE
     write_json(out, meta)
-    card = _named_card(found.card, repo, out.with_name("README.md"))
+    # the card, its model-index named ``repo`` (the written card names it after the cell), read and written
+    # by huggingface_hub's ModelCard (the front matter's key order kept)
+    named, card = ModelCard.load(found.card), out.with_name("README.md")
+    if named.data.eval_results:
+        named.data.model_name = repo
+    named.save(card)
     checkpoint = found.model_dir
     # a hidden file is no part of the model (Snakemake's .snakemake_timestamp, a write's .<name>.partial)
     files = {
@@ -426,24 +433,10 @@ def snakemake_command(configfile: str | Path, *words: Any) -> str:
     return shlex.join(["snakemake", "--configfile", str(configfile), *map(str, words)])
 
 
-def _named_card(card: Path, repo: str, out: Path) -> Path:
-    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the written card names it after
-    the cell), read and written by huggingface_hub's ``ModelCard`` (the front matter's key order kept)."""
-    from huggingface_hub import ModelCard
-
-    named = ModelCard.load(card)
-    if named.data.eval_results:
-        named.data.model_name = repo
-    named.save(out)
-    return out
-
-
 def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[str]:
-    """Print ``plan``'s commit; with ``push``, make it: ``HfApi.create_repo`` (kept if it exists), then
-    one ``HfApi.create_commit`` adding every file, and print the commit (the revision MTEB's
-    submission may name: ``make mteb-submit ... REVISION=<commit>``). ``api``: an ``HfApi`` (a stub in
-    tests). Pushing without a Hugging Face token is a :class:`PublishError` before anything is printed
-    or uploaded; a push the Hub refuses (:func:`_push`) is one naming the HTTP status and the fix."""
+    """Print ``plan``'s commit; with ``push``, make it (:func:`_push`) and print the commit (the revision
+    ``make mteb-submit ... REVISION=<commit>`` may name). ``api``: an ``HfApi`` (a stub in tests). Pushing
+    without a Hugging Face token is a :class:`PublishError` before anything is printed or uploaded."""
     if push:
         from huggingface_hub import get_token
 
