@@ -390,9 +390,10 @@ class HubStandin:
         return None
 
     def _find(
-        self, repo_type: str, repo_id: str, segments: list[str], start: int, query: str
-    ) -> _Repo | _Reply:
-        """The repo, or the reply for a missing or renamed one."""
+        self, repo_type: str, repo_id: str, segments: list[str], start: int, query: str, revision: str
+    ) -> tuple[_Repo, _Commit] | _Reply:
+        """The repo and its commit at ``revision``, or the reply for a missing or renamed repo or an unknown
+        revision."""
         repo_id = unquote(repo_id)
         with self._lock:
             new_id = self._redirects.get((repo_type, repo_id))
@@ -408,7 +409,11 @@ class HubStandin:
             return _Reply(307, {"Location": location, "Content-Type": "text/plain; charset=utf-8"})
         if repo is None:
             return _error(401, "RepoNotFound", "Repository not found")
-        return repo
+        with self._lock:
+            commit = repo.resolve(revision)
+        if commit is None:
+            return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        return repo, commit
 
     def _answer_api(
         self, repo_type: str, segments: list[str], start: int, query: dict[str, str], raw_query: str
@@ -418,14 +423,10 @@ class HubStandin:
             repo_id, kind, rest = "/".join(segments[start:]), "revision", ["main"]
         else:
             repo_id, kind, rest = split
-        repo = self._find(repo_type, repo_id, segments, start, raw_query)
-        if isinstance(repo, _Reply):
-            return repo
-        revision = unquote(rest[0])
-        with self._lock:
-            commit = repo.resolve(revision)
-        if commit is None:
-            return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        found = self._find(repo_type, repo_id, segments, start, raw_query, unquote(rest[0]))
+        if isinstance(found, _Reply):
+            return found
+        repo, commit = found
         if kind == "revision":
             return _json_reply(self._info(repo, commit, blobs=query.get("blobs", "").lower() == "true"))
         folder = "/".join(unquote(part) for part in rest[1:]).strip("/")
@@ -489,15 +490,11 @@ class HubStandin:
         if split is None:
             return _error(404, None, "Not found")
         repo_id, _, rest = split
-        repo = self._find(repo_type, repo_id, segments, start, query)
-        if isinstance(repo, _Reply):
-            return repo
-        revision = unquote(rest[0])
+        found = self._find(repo_type, repo_id, segments, start, query, unquote(rest[0]))
+        if isinstance(found, _Reply):
+            return found
+        _, commit = found
         filename = "/".join(unquote(part) for part in rest[1:])
-        with self._lock:
-            commit = repo.resolve(revision)
-        if commit is None:
-            return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
         blob = commit.files.get(filename)
         if blob is None:
             return _error(404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": commit.sha})

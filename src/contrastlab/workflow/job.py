@@ -149,20 +149,20 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
     from contrastlab.models.text import backbone_record
 
     inputs: dict[str, Any] = {}
-    model = getattr(snakemake.input, "model", None) if hasattr(snakemake, "input") else None
+    named, wildcards = snakemake_dict(snakemake, "input"), snakemake_dict(snakemake, "wildcards")
+    config = getattr(snakemake, "config", None) or {}
+    model = named.get("model")
     summary = Path(str(model), "train_summary.json") if isinstance(model, str) else None
     if summary is not None and summary.is_file():
         inputs.update(json.loads(summary.read_text()).get("meta", {}).get("inputs", {}))
-    wildcards = snakemake_dict(snakemake, "wildcards")
     if "backbone" in wildcards and "backbone" not in inputs:
-        resources = (getattr(snakemake, "config", None) or {}).get("resources_dir", "resources")
+        resources = config.get("resources_dir", "resources")
         record = backbone_record(Path(Resources(resources).backbone_dir(wildcards["backbone"])))
         if record is not None:
             inputs["backbone"] = record
-    for name, path in snakemake_dict(snakemake, "input").items():
+    for name, path in named.items():
         if name.endswith("_ready") and isinstance(path, str) and Path(path).is_file():
             inputs[name.removesuffix("_ready")] = json.loads(Path(path).read_text())
-    config = getattr(snakemake, "config", None) or {}
     dataset = (config.get("experiments", {}).get(wildcards.get("experiment")) or {}).get("dataset")
     marker = Path(data_marker_path(config["results_dir"], f"images-{dataset}")) if dataset else None
     if marker and "images" not in inputs and marker.is_file():  # an image probe job reads the features only
