@@ -156,14 +156,6 @@ def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], s
     return ([found[0]] if found else []), url
 
 
-def _senteval_dataset(data: Mapping[str, Any], senteval_url: str | None) -> tuple[str, str | None, str]:
-    """(dataset id, revision, how to name it) of the SentEval data the scores come from."""
-    if data.get("senteval", {}).get("senteval") == "fixture":
-        return "senteval-fixture", None, "contrastlab's generated fixture, not the published data"
-    found = hub_dataset(senteval_url) or ("princeton-nlp/datasets-for-simcse", None)
-    return found[0], found[1], "senteval.tar"
-
-
 def eval_results(
     metrics: Mapping[str, Any],
     data: Mapping[str, Any],
@@ -181,7 +173,13 @@ def eval_results(
     rounded to 4 decimals."""
     from huggingface_hub import EvalResult
 
-    dataset, revision, label = _senteval_dataset(data, senteval_url)
+    # the SentEval data the scores come from: its dataset id, revision and how to name it
+    if data.get("senteval", {}).get("senteval") == "fixture":
+        dataset, revision = "senteval-fixture", None
+        label = "contrastlab's generated fixture, not the published data"
+    else:
+        dataset, revision = hub_dataset(senteval_url) or ("princeton-nlp/datasets-for-simcse", None)
+        label = "senteval.tar"
     scores = metrics.get("scores", {})
     sts_split = STS_SPLIT_BY_MODE[metrics.get("mode", "test")]
     results = []
