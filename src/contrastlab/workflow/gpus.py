@@ -147,18 +147,6 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def _lock_all_free(folder: Path, devices: list[str]) -> dict[str, list[int]]:
-    """Lock every free slot of ``devices``: per device, the descriptors of the slots now held."""
-    return {
-        device: [
-            fd
-            for slot in range(SLOTS_PER_GPU)
-            if (fd := _try_lock(folder / f"gpu-{device}-{slot}.lock")) is not None
-        ]
-        for device in devices
-    }
-
-
 def claim_gpus(
     wanted: int,
     devices: list[str],
@@ -186,7 +174,14 @@ def claim_gpus(
     slots = SLOTS_PER_GPU // share
     said = False
     while True:
-        free = _lock_all_free(folder, devices)
+        free = {  # every free slot of each device locked: the descriptors of the slots now held
+            device: [
+                fd
+                for slot in range(SLOTS_PER_GPU)
+                if (fd := _try_lock(folder / f"gpu-{device}-{slot}.lock")) is not None
+            ]
+            for device in devices
+        }
         # most free slots first; sorted() is stable, so ties keep the visible order
         chosen = [d for d in sorted(devices, key=lambda d: -len(free[d])) if len(free[d]) >= slots][:wanted]
         kept = {d: free[d][:slots] for d in chosen} if len(chosen) == wanted else {}

@@ -74,7 +74,7 @@ def this_machine() -> dict[str, str]:
     }
 
 
-def die_with_workflow(poll_seconds: float = 1.0) -> bool:
+def die_with_workflow() -> bool:
     """Make this job process exit when the Snakemake process that started it is gone, so that no orphan keeps
     a GPU or writes into a results folder the next run will use: a daemon thread polls the parent pid once a
     second and, when it changes, logs one line and exits with status 1. Only where the parent is Snakemake
@@ -85,7 +85,7 @@ def die_with_workflow(poll_seconds: float = 1.0) -> bool:
 
     def watch() -> None:
         while os.getppid() == parent:
-            time.sleep(poll_seconds)
+            time.sleep(1.0)
         print(
             f"contrastlab: Snakemake (pid {parent}) is gone; stopping this job so that no orphan keeps "
             "running (the next run resumes it)",
@@ -497,15 +497,12 @@ def _still_running(record_path: Path, machine: Mapping[str, str]) -> bool:
     return not _gone(record, machine)
 
 
-def _restore_locks(
-    lock_dir: Path, locks: Mapping[str, bytes], owners: Mapping[str, Path | None] | None = None
-) -> None:
+def _restore_locks(lock_dir: Path, locks: Mapping[str, bytes], owners: Mapping[str, Path | None]) -> None:
     """Write back ``locks`` ({file name: content}) that are no longer in ``lock_dir`` and whose run may
     still execute: ``owners`` names the record that claimed each (:func:`_still_running`); a lock no
     record claimed (a run that had not recorded itself yet) is written back too. A name another run took
     meanwhile gets the next free index of the same type (Snakemake reads every ``<n>.<type>.lock``)."""
     machine = this_machine()
-    owners = owners or {}
     wanted = {
         name: content
         for name, content in locks.items()
