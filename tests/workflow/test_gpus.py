@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from fcntl import LOCK_EX
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +24,7 @@ from contrastlab.workflow.gpus import (
     requested_share,
     visible_gpus,
 )
+from contrastlab.workflow.job_start import locked_elsewhere
 
 #: A job: claims ``wanted`` of the fake GPUs, says which, and holds them until killed.
 JOB = """
@@ -55,22 +57,31 @@ def _waiting(job: subprocess.Popen, seconds: float = 0.5) -> bool:
     return not ready and job.poll() is None
 
 
-def test_concurrent_jobs_get_different_gpus_and_a_killed_job_frees_its_own(tmp_path):
+@pytest.fixture
+def jobs():
+    """The jobs a test starts (it adds them): killed at its end."""
+    started: list[subprocess.Popen] = []
+    yield started
+    _stop(started)
+
+
+def _stop(jobs: list[subprocess.Popen]) -> None:
+    for job in jobs:
+        job.kill()
+        job.wait()
+
+
+def test_concurrent_jobs_get_different_gpus_and_a_killed_job_frees_its_own(tmp_path, jobs):
     lock_dir = tmp_path / "locks"
-    jobs = [_start("0,1,2", lock_dir) for _ in range(3)]
-    try:
-        claimed = [_claimed(job) for job in jobs]
-        assert sorted(claimed) == ["0", "1", "2"]
-        waiting = _start("0,1,2", lock_dir)  # a fourth job: every GPU is taken, it waits
-        jobs.append(waiting)
-        time.sleep(0.5)
-        assert waiting.poll() is None
-        os.kill(jobs[1].pid, signal.SIGKILL)  # dies without releasing anything itself
-        assert _claimed(waiting) == claimed[1]
-    finally:
-        for job in jobs:
-            job.kill()
-            job.wait()
+    jobs += [_start("0,1,2", lock_dir) for _ in range(3)]
+    claimed = [_claimed(job) for job in jobs]
+    assert sorted(claimed) == ["0", "1", "2"]
+    waiting = _start("0,1,2", lock_dir)  # a fourth job: every GPU is taken, it waits
+    jobs.append(waiting)
+    time.sleep(0.5)
+    assert waiting.poll() is None
+    os.kill(jobs[1].pid, signal.SIGKILL)  # dies without releasing anything itself
+    assert _claimed(waiting) == claimed[1]
 
 
 def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
@@ -83,40 +94,30 @@ def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
     assert claim_gpus(0, ["0", "1"], tmp_path) == ["0", "1"]
 
 
-def test_two_runs_on_a_one_gpu_box_queue_for_its_gpu(tmp_path):
+def test_two_runs_on_a_one_gpu_box_queue_for_its_gpu(tmp_path, jobs):
     """One visible GPU is locked too, so the grid and make gpu-check queue for it."""
-    jobs = [_start("0", tmp_path / "locks")]
-    try:
-        assert _claimed(jobs[0]) == "0"
-        jobs.append(_start("0", tmp_path / "locks"))
-        assert _waiting(jobs[1])  # for the GPU
-        jobs[0].kill()
-        assert _claimed(jobs[1]) == "0"
-    finally:
-        for job in jobs:
-            job.kill()
-            job.wait()
+    jobs += [_start("0", tmp_path / "locks")]
+    assert _claimed(jobs[0]) == "0"
+    jobs.append(_start("0", tmp_path / "locks"))
+    assert _waiting(jobs[1])  # for the GPU
+    jobs[0].kill()
+    assert _claimed(jobs[1]) == "0"
 
 
-def test_a_job_wanting_two_gpus_holds_none_while_it_waits(tmp_path):
+def test_a_job_wanting_two_gpus_holds_none_while_it_waits(tmp_path, jobs):
     """All or nothing: two jobs wanting two of three GPUs each cannot deadlock holding one each, and
     the one that waits leaves the free GPU to a one-GPU job."""
     lock_dir = tmp_path / "locks"
-    jobs = [_start("0,1,2", lock_dir, wanted=2)]
-    try:
-        first = _claimed(jobs[0]).split(",")
-        assert len(first) == 2
-        jobs.append(_start("0,1,2", lock_dir, wanted=2))
-        assert _waiting(jobs[1])
-        jobs.append(_start("0,1,2", lock_dir, wanted=1))
-        (free,) = {"0", "1", "2"} - set(first)
-        assert _claimed(jobs[2]) == free
-        jobs[0].kill()
-        assert sorted(_claimed(jobs[1]).split(",")) == sorted(first)
-    finally:
-        for job in jobs:
-            job.kill()
-            job.wait()
+    jobs += [_start("0,1,2", lock_dir, wanted=2)]
+    first = _claimed(jobs[0]).split(",")
+    assert len(first) == 2
+    jobs.append(_start("0,1,2", lock_dir, wanted=2))
+    assert _waiting(jobs[1])
+    jobs.append(_start("0,1,2", lock_dir, wanted=1))
+    (free,) = {"0", "1", "2"} - set(first)
+    assert _claimed(jobs[2]) == free
+    jobs[0].kill()
+    assert sorted(_claimed(jobs[1]).split(",")) == sorted(first)
 
 
 def test_an_unusable_lock_file_is_one_line_naming_the_fix(tmp_path):
@@ -166,103 +167,73 @@ def test_a_gpu_job_gets_one_of_the_visible_gpus_before_cuda_starts(monkeypatch, 
     with pytest.raises(GpuUnavailableError, match=r"CUDA_VISIBLE_DEVICES=3, "):
         job_device(_job(gpu=1))  # no real GPU here: the one-line error, naming the GPU it was given
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"  # the first free one, held under its locks
-    held = [p.name for p in sorted(tmp_path.iterdir()) if not _free(p)]
+    # this process's own claims too: ``flock`` locks belong to an open file, and this is a new one
+    held = [p.name for p in sorted(tmp_path.iterdir()) if locked_elsewhere(os.open(p, os.O_RDONLY), LOCK_EX)]
     assert held == [f"gpu-3-{slot}.lock" for slot in range(4)]  # all its slots: a GPU of its own
 
 
-def _free(path: Path) -> bool:
-    """Whether no open file holds the lock on ``path`` (this process's own claims included: ``flock``
-    locks belong to an open file, and this is a new one)."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _stop(jobs: list[subprocess.Popen]) -> None:
-    for job in jobs:
-        job.kill()
-        job.wait()
-
-
 @pytest.mark.parametrize("share", [2, 4])
-def test_shared_slots_put_k_jobs_on_each_gpu_and_never_more(tmp_path, share):
+def test_shared_slots_put_k_jobs_on_each_gpu_and_never_more(tmp_path, share, jobs):
     """resources.gpu_share k: 2k small jobs on two fake GPUs, k on each (spread: the least loaded first);
     one more waits until a holder dies (SIGKILL), then takes that holder's GPU."""
     lock_dir = tmp_path / "locks"
-    jobs = [_start("0,1", lock_dir, share=share) for _ in range(2 * share)]
-    try:
-        claimed = [_claimed(job) for job in jobs]
-        assert sorted(claimed) == sorted(["0", "1"] * share)
-        jobs.append(_start("0,1", lock_dir, share=share))
-        assert _waiting(jobs[-1])  # a (k+1)-th job on either GPU: never
-        victim = claimed.index("1")
-        os.kill(jobs[victim].pid, signal.SIGKILL)
-        assert _claimed(jobs[-1]) == "1"
-    finally:
-        _stop(jobs)
+    jobs += [_start("0,1", lock_dir, share=share) for _ in range(2 * share)]
+    claimed = [_claimed(job) for job in jobs]
+    assert sorted(claimed) == sorted(["0", "1"] * share)
+    jobs.append(_start("0,1", lock_dir, share=share))
+    assert _waiting(jobs[-1])  # a (k+1)-th job on either GPU: never
+    victim = claimed.index("1")
+    os.kill(jobs[victim].pid, signal.SIGKILL)
+    assert _claimed(jobs[-1]) == "1"
 
 
-def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path):
+def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path, jobs):
     """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it."""
     lock_dir = tmp_path / "locks"
-    jobs = [_start("0", lock_dir, share=2)]
-    try:
-        assert _claimed(jobs[0]) == "0"
-        jobs.append(_start("0", lock_dir, share=1))
-        assert _waiting(jobs[1])  # one small job is enough to keep it out
-        jobs[0].kill()
-        assert _claimed(jobs[1]) == "0"
-        jobs.append(_start("0", lock_dir, share=4))
-        assert _waiting(jobs[2])  # the whole-GPU job keeps every slot
-    finally:
-        _stop(jobs)
+    jobs += [_start("0", lock_dir, share=2)]
+    assert _claimed(jobs[0]) == "0"
+    jobs.append(_start("0", lock_dir, share=1))
+    assert _waiting(jobs[1])  # one small job is enough to keep it out
+    jobs[0].kill()
+    assert _claimed(jobs[1]) == "0"
+    jobs.append(_start("0", lock_dir, share=4))
+    assert _waiting(jobs[2])  # the whole-GPU job keeps every slot
 
 
-def test_mixed_shares_respect_each_jobs_limit(tmp_path):
+def test_mixed_shares_respect_each_jobs_limit(tmp_path, jobs):
     """A share-2 job takes half the slots, so beside it fit one more share-2 job or two share-4 jobs."""
     lock_dir = tmp_path / "locks"
-    jobs = [_start("0", lock_dir, share=2), _start("0", lock_dir, share=4), _start("0", lock_dir, share=4)]
-    try:
-        assert [_claimed(job) for job in jobs] == ["0", "0", "0"]
-        jobs.append(_start("0", lock_dir, share=4))
-        assert _waiting(jobs[-1])
-    finally:
-        _stop(jobs)
+    jobs += [_start("0", lock_dir, share=2), _start("0", lock_dir, share=4), _start("0", lock_dir, share=4)]
+    assert [_claimed(job) for job in jobs] == ["0", "0", "0"]
+    jobs.append(_start("0", lock_dir, share=4))
+    assert _waiting(jobs[-1])
 
 
-def test_two_gpu_requests_do_not_deadlock_while_slots_are_shared(tmp_path):
+def test_two_gpu_requests_do_not_deadlock_while_slots_are_shared(tmp_path, jobs):
     """Small jobs (share 2) on both GPUs: two jobs wanting both GPUs to themselves wait holding nothing,
     so a small job still gets the slot left; once the small ones end, the two-GPU jobs run one after the
     other."""
     lock_dir = tmp_path / "locks"
     small = [_start("0,1", lock_dir, share=2) for _ in range(3)]
-    big: list[subprocess.Popen] = []
-    try:
-        placed = [_claimed(job) for job in small]
-        assert sorted(set(placed)) == ["0", "1"]  # spread over both, two on one of them
-        (room,) = [d for d in ("0", "1") if placed.count(d) == 1]
-        big = [_start("0,1", lock_dir, wanted=2) for _ in range(2)]
-        assert all(_waiting(job) for job in big)
-        small.append(_start("0,1", lock_dir, share=2))
-        assert _claimed(small[-1]) == room  # not kept out by the two-GPU jobs waiting
-        _stop(small)
-        ready, _, _ = select.select([job.stdout for job in big], [], [], 10.0)
-        assert len(ready) == 1  # one of them has both GPUs, the other still waits
-        first = next(job for job in big if job.stdout is ready[0])
-        assert sorted(_claimed(first).split(",")) == ["0", "1"]
-        (second,) = [job for job in big if job is not first]
-        assert _waiting(second)
-        first.kill()
-        assert sorted(_claimed(second).split(",")) == ["0", "1"]
-    finally:
-        _stop(small + big)
+    jobs += small
+    placed = [_claimed(job) for job in small]
+    assert sorted(set(placed)) == ["0", "1"]  # spread over both, two on one of them
+    (room,) = [d for d in ("0", "1") if placed.count(d) == 1]
+    big = [_start("0,1", lock_dir, wanted=2) for _ in range(2)]
+    jobs += big
+    assert all(_waiting(job) for job in big)
+    small.append(_start("0,1", lock_dir, share=2))
+    jobs.append(small[-1])
+    assert _claimed(small[-1]) == room  # not kept out by the two-GPU jobs waiting
+    _stop(small)
+    ready, _, _ = select.select([job.stdout for job in big], [], [], 10.0)
+    assert len(ready) == 1  # one of them has both GPUs, the other still waits
+    first = next(job for job in big if job.stdout is ready[0])
+    assert sorted(_claimed(first).split(",")) == ["0", "1"]
+    (second,) = [job for job in big if job is not first]
+    assert _waiting(second)
+    first.kill()
+    assert sorted(_claimed(second).split(",")) == ["0", "1"]
 
 
 def test_a_share_that_is_not_a_slot_count_is_one_line(tmp_path):

@@ -16,7 +16,6 @@ import pytest
 from contrastlab.training.phases import process_started
 from contrastlab.workflow.job_start import (
     STATE_VARIABLE,
-    claim_start_record,
     start_line,
     start_record,
     start_state,
@@ -59,40 +58,9 @@ def test_a_job_reads_the_record_handed_to_its_process(monkeypatch):
     json.dumps(record)  # plain JSON: a trainer may write it into its summary as it is
 
 
-def test_a_process_that_handed_nothing_over_is_not_a_script_process(monkeypatch):
-    """No record, one of the process that started this one (inherited by its environment), or one that
-    cannot be read: cold, "not a Snakemake script process", never handed over."""
-    monkeypatch.delenv(STATE_VARIABLE, raising=False)
-    expected = {
-        "warm": False,
-        "why_cold": "not a Snakemake script process",
-        "process_started": pytest.approx(process_started(), abs=0.05),
-        "handed_over": None,
-        "waited_s": 0.0,
-    }
-    assert start_record() == expected
-    inherited = start_state(warm=True, why_cold=None, waited_s=0.5, pid=os.getppid())
-    for found in (inherited, "{not json", "[1, 2]"):
-        monkeypatch.setenv(STATE_VARIABLE, found)
-        assert start_record() == expected, found
-
-
-def test_a_fork_takes_the_record_its_client_sent_as_its_own(monkeypatch):
-    """The client sends the record without a process (it does not know its fork's); the fork claims it."""
-    monkeypatch.setenv(STATE_VARIABLE, start_state(warm=True, why_cold=None, waited_s=1.5, pid=None))
-    assert start_record()["warm"] is False  # nobody's yet
-    claim_start_record(os.environ)
-    record = start_record()
-    assert (record["warm"], record["why_cold"], record["waited_s"]) == (True, None, 1.5)
-
-
-def test_the_start_line_says_warm_or_cold_why_and_how_long_after_the_process_began():
+def test_the_start_line_of_a_cold_job_says_why_and_how_long_after_the_process_began():
+    """(The warm line: tests/workflow/test_warm_record.py.)"""
     now = time.time()
-    warm = {"warm": True, "why_cold": None, "process_started": now - 2.0, "handed_over": now - 1.5}
-    line = start_line({**warm, "waited_s": 0.0})
-    assert re.fullmatch(r"job start: warm \(fork of a starter\), 2\.\d s after the process began", line), line
-    line = start_line({**warm, "waited_s": 1.25})
-    assert line.endswith("s after the process began, 1.2 s of it waiting for the starter"), line
     cold = {"warm": False, "why_cold": REFUSED, "process_started": now - 9.0, "handed_over": now - 8.9}
     line = start_line({**cold, "waited_s": 0.0})
     assert re.fullmatch(rf"job start: cold \({REFUSED}\), 9\.\d s after the process began", line), line

@@ -18,6 +18,7 @@ import pytest
 
 from contrastlab.workflow import recovery
 from contrastlab.workflow.recovery import record_running_workflow, recover_killed_run, runs_folder
+from tests.workflow.test_recovery import _lock
 
 #: One run: it reads a step per line ("record", "forget", "unlock") and answers "done"; it exits (its
 #: atexit hooks run) when its input closes. Its working directory is the workflow's: the Snakefile passes
@@ -70,12 +71,6 @@ class Run:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-
-
-def _lock(lock_dir: Path, name: str, *paths: str) -> Path:
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    (lock_dir / name).write_text("\n".join(paths) + "\n")
-    return lock_dir / name
 
 
 def _lock_names(lock_dir: Path) -> list[str]:

@@ -31,6 +31,8 @@ def _fail():
 
 
 def test_a_jobs_process_reads_the_points_the_main_process_kept(demo, tmp_path):
+    """Each under the name the main process gave it: a point of two axes (lr, then hp.m) keeps its name
+    through the file, whose keys are sorted: 'mpt~s1-lr3e-05-m0.23', not 'mpt~s1-m0.23-lr3e-05'."""
     digest, kept = demo
     # and a point of a later stage around the winner: its moves are (op, value) tuples
     kept = [*kept, cl_search.SearchPoint("li2024", "tiny-bert", "mmhe", 3, 0, {}, {"lr": ("times", 2.0)})]
@@ -38,13 +40,17 @@ def test_a_jobs_process_reads_the_points_the_main_process_kept(demo, tmp_path):
     assert len(kept) == 9 and any(p.shared_with for p in kept)
     assert points.write_points(path, digest, kept)
     assert points.read_points(path, digest) == kept
+    assert [p.name for p in points.read_points(path, digest)] == [p.name for p in kept]
+    assert "mpt~s1-lr3e-05-m0.23" in [p.name for p in kept]
     assert points.run_points(path, digest, _fail, main=False) == kept
     # the main process prices, whatever the file says
     assert points.run_points(path, digest, lambda: kept[:1], main=True) == kept[:1]
 
 
 def test_a_file_of_another_config_or_none_is_priced_afresh(demo, tmp_path):
+    """The digest is the config's, not the objects': a job's process validates the same YAML again."""
     digest, kept = demo
+    assert cl_config.Grid(_demo_config()).digest == digest
     path = tmp_path / "search_points.json"
     assert points.read_points(path, digest) is None  # no file
     assert points.run_points(path, digest, lambda: kept, main=False) == kept
@@ -58,29 +64,12 @@ def test_a_file_of_another_config_or_none_is_priced_afresh(demo, tmp_path):
     assert points.read_points(path, digest) is None
 
 
-def test_the_digest_is_the_configs_not_the_objects(demo):
-    """A job's process validates the same YAML again: equal configs, equal digests."""
-    digest, _ = demo
-    assert cl_config.Grid(_demo_config()).digest == digest
-
-
 def test_points_json_cannot_give_back_are_not_written(demo, tmp_path):
     digest, kept = demo
     odd = cl_search.SearchPoint("nie2023", "tiny-bert", "mpt", 1, 0, {"hp.m": (0.1, 0.2)})
     path = tmp_path / "search_points.json"
     assert not points.write_points(path, digest, [*kept, odd])
     assert not path.exists()
-
-
-def test_every_kept_point_is_read_back_under_the_name_the_main_process_gave_it(demo, tmp_path):
-    """A point of two axes (lr, then hp.m) keeps its name through the file, whose keys are sorted: the job
-    reads back 'mpt~s1-lr3e-05-m0.23', not 'mpt~s1-m0.23-lr3e-05'."""
-    digest, kept = demo
-    path = tmp_path / points.POINTS_FILE
-    assert points.write_points(path, digest, kept)
-    assert [p.name for p in points.read_points(path, digest)] == [p.name for p in kept]
-    assert "mpt~s1-lr3e-05-m0.23" in [p.name for p in kept]
-    assert points.read_points(path, digest) == kept
 
 
 def test_the_points_file_lies_in_the_results_state():

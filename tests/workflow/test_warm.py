@@ -69,9 +69,9 @@ time.sleep(options.get("sleep", 0))
 sys.exit(options.get("exit", 0))
 """.replace("HAND_OVER\n", HAND_OVER)
 
-# After HAND_OVER: one optimisation step of a seeded model on torch's CPU kernels, the bits a job computes.
+# One optimisation step of a seeded model on torch's CPU kernels: the bits a job computes (in PROBE).
 TORCH_SCRIPT = """
-import hashlib, os, sys, torch
+import hashlib, torch
 torch.manual_seed(0)
 torch.set_num_threads(2)
 model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32))
@@ -82,8 +82,8 @@ for _ in range(3):
     optimiser.zero_grad()
     loss.backward()
     optimiser.step()
-digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
-print(digest, os.getppid())
+weights = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+report["digest"] = hashlib.sha256(weights).hexdigest()
 """
 
 
@@ -95,7 +95,6 @@ def place(tmp_path_factory):
     env = {**os.environ, "TMPDIR": str(root), warm.IDLE_VARIABLE: "60"}
     env.pop(warm.SWITCH, None)
     (root / "job.py").write_text(SCRIPT)
-    (root / "torch_job.py").write_text(HAND_OVER + TORCH_SCRIPT)
     yield root, env
     for log in root.glob("contrastlab-warm-*/*.log"):
         print(log.read_text())
@@ -170,24 +169,37 @@ def _client_pid_of(report: dict) -> int:
 
 
 def test_a_handed_over_job_runs_as_its_own_process_would(place):
+    """The fork has the client's folder, argv, streams, variables and umask; its start record says warm, its
+    process begun when its client's was (before the hand-over; a fork begins after it), no wait for a
+    starter that serves already; a training job's exit functions (here a 0.4 s one) lie inside its phases:
+    the fork extends them once those ran, and only its ``os._exit`` follows."""
     starter = _starter_ready(place)
     root, _ = place
+    folder = root / f"model-{time.monotonic_ns()}"
+    options = {"stdin": True, "start_record": True, "summary": str(folder), "exit_work_s": 0.4}
+    before = time.time()
     # a per-run variable (not in the starter's key): the fork has the client's value, not the starter's
-    done, report = _run(place, {"CONTRASTLAB_WORKFLOW_RUN": "a value; $(not run)"}, stdin=True, exit=3)
+    done, report = _run(place, {"CONTRASTLAB_WORKFLOW_RUN": "a value; $(not run)"}, **options)
+    after = time.time()
     assert report["ppid"] == starter  # run by a fork of the starter, not by the client
-    assert done.returncode == 3
+    assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("to stdout\n", "to stderr\n")
     assert report["cwd"] == str(root)
-    assert report["argv"][0] == str(root / "job.py") and json.loads(report["argv"][2]) == {
-        "stdin": True,
-        "exit": 3,
-    }
+    assert report["argv"][0] == str(root / "job.py") and json.loads(report["argv"][2]) == options
     assert report["variable"] == "a value; $(not run)"
     assert report["library_at_start"] == []  # as in a fresh process: the job imports its own contrastlab
     assert report["stdin"] == "from stdin"
     current = os.umask(0)
     os.umask(current)
     assert report["umask"] == current
+    start = report["start"]
+    assert start["warm"] is True and start["why_cold"] is None, start
+    # the client's start (Python's own start-up and the script's imports before the hand-over), the
+    # kernel's clock ticks (10 ms) aside
+    assert before - 0.05 <= start["process_started"] < start["handed_over"] - 0.02 < after, (before, start)
+    assert 0 <= start["waited_s"] < 1
+    phases = json.loads((folder / "train_summary.json").read_text())["phases"]
+    assert phases["after_s"] >= 0.4 and phases["total_s"] >= 0.4
 
 
 def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, dict]:
@@ -225,32 +237,7 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
     )
 
 
-def test_a_warm_training_jobs_phases_hold_its_exit_functions(place):
-    """A warm training job's exit functions (here a 0.4 s one) lie inside its phases: the fork extends them
-    once those ran, and only its ``os._exit`` follows."""
-    starter = _starter_ready(place)
-    folder = place[0] / f"model-{time.monotonic_ns()}"
-    done, report = _run(place, summary=str(folder), exit_work_s=0.4)
-    assert done.returncode == 0, done.stderr
-    assert report["ppid"] == starter  # a fork of the starter, not a cold process
-    phases = json.loads((folder / "train_summary.json").read_text())["phases"]
-    assert phases["after_s"] >= 0.4 and phases["total_s"] >= 0.4
-
-
-def test_a_job_learns_whether_it_started_warm_and_when_its_process_began(place):
-    """A fork's start record: warm, its process begun when its client's was (before the hand-over; a fork
-    begins after it), and no wait for a starter that serves already; a cold job's names why it is cold."""
-    _starter_ready(place)
-    before = time.time()
-    done, report = _run(place, start_record=True)
-    after = time.time()
-    assert done.returncode == 0, done.stderr
-    start = report["start"]
-    assert start["warm"] is True and start["why_cold"] is None, start
-    # the client's start (Python's own start-up and the script's imports before the hand-over), the
-    # kernel's clock ticks (10 ms) aside
-    assert before - 0.05 <= start["process_started"] < start["handed_over"] - 0.02 < after, (before, start)
-    assert 0 <= start["waited_s"] < 1
+def test_a_cold_job_learns_why_it_started_cold(place):
     done, report = _run(place, {warm.SWITCH: "0"}, start_record=True)
     assert done.returncode == 0, done.stderr
     assert (report["start"]["warm"], report["start"]["why_cold"]) == (False, "warm starts off")
@@ -345,7 +332,8 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
 
 def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
     """The wait ends with a connection once the starter listens, with None at once where no starter took the
-    lock within the grace, and after the time asked for where one holds it but never listens."""
+    lock within the grace, and after the time asked for where one holds it but never listens. A second
+    starter on the address leaves at once."""
     import socket
     import threading
 
@@ -364,6 +352,8 @@ def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
 
     with FileLock(f"{address}.lock"):
         assert warm._starter_importing(address)
+        assert warm.serve(address, idle_seconds=1) == "another starter serves this address"
+        assert not address.exists()
         started = time.monotonic()
         assert warm._wait_for_starter(address, seconds=0.8) is None  # held, never listening: the time asked
         assert 0.8 <= time.monotonic() - started < 5
@@ -376,17 +366,6 @@ def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
     listener.close()
     assert not warm._starter_importing(address)
     assert warm._wait_for_starter(address, seconds=0) is None  # CONTRASTLAB_WARM_WAIT=0: never waits
-
-
-def test_a_warm_job_computes_the_same_bits_as_a_cold_one(place):
-    starter = _starter_ready(place)
-    warm_run = _python(place, place[0] / "torch_job.py", text=True)
-    cold_run = _python(place, place[0] / "torch_job.py", variables={warm.SWITCH: "0"}, text=True)
-    assert warm_run.returncode == cold_run.returncode == 0, warm_run.stderr + cold_run.stderr
-    warm_digest, warm_parent = warm_run.stdout.split()
-    cold_digest, cold_parent = cold_run.stdout.split()
-    assert int(warm_parent) == starter and int(cold_parent) != starter
-    assert warm_digest == cold_digest
 
 
 def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
@@ -436,13 +415,6 @@ def test_the_starter_key_follows_what_a_fork_inherits_but_not_per_run_variables(
     with pytest.MonkeyPatch.context() as patch:  # another venv: another sys.prefix, the same interpreter
         patch.setattr(sys, "prefix", str(tmp_path / "venv"))
         assert starter_key(base) != key
-
-
-def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):
-    address = tmp_path / "key.sock"
-    with FileLock(f"{address}.lock"):
-        assert warm.serve(address, idle_seconds=1) == "another starter serves this address"
-    assert not address.exists()
 
 
 #: Why a job of a key whose starter's imports loaded a CUDA driver that cannot say whether it was
@@ -633,26 +605,6 @@ def _wait_for(condition, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-def test_a_warm_job_records_its_own_usage_beside_its_benchmark_file(tmp_path, monkeypatch):
-    """Snakemake's benchmark of a warm job measures the client; the fork writes its own peak memory (MB)
-    and CPU seconds beside the file Snakemake will write, found from the Snakefile's patterns."""
-    from types import SimpleNamespace
-
-    class Rule(SimpleNamespace):
-        pass
-
-    rules = [Rule(name="train", benchmark=f"{tmp_path}/benchmarks/train/{{experiment,a|b}}/seed{{seed}}.tsv")]
-    rules.append(Rule(name="tables", benchmark=None))
-    monkeypatch.setenv(warm.BENCHMARKS_VARIABLE, warm.benchmark_patterns(rules))
-    assert "a|b" not in os.environ[warm.BENCHMARKS_VARIABLE]  # constraints: the full config's pass 128 kB
-    warm.record_usage(SimpleNamespace(rule="tables", wildcards={}))
-    warm.record_usage(SimpleNamespace(rule="train", wildcards={"experiment": "nie2023", "seed": "42"}))
-    written = list(tmp_path.rglob("*.json"))
-    assert written == [tmp_path / "benchmarks/train/nie2023/seed42.warm.json"]
-    usage = json.loads(written[0].read_text())
-    assert usage["max_rss"] > 10 and usage["cpu_time"] > 0  # this test process's own: tens of MB at least
-
-
 # --- issue 76 item 3: a warm job sees what a cold one sees; each way a starter can fail ends clearly ------
 
 #: Why a job's client ends when its starter died under its fork (reliability W2).
@@ -808,9 +760,10 @@ report = {
     "stdin": sys.stdin.read(),
     "main": {name: type(value).__name__ for name, value in globals().items() if name.startswith("__")},
 }
+TORCH_SCRIPT
 with open(sys.argv[1], "w") as out:
     json.dump(report, out)
-"""
+""".replace("TORCH_SCRIPT\n", TORCH_SCRIPT)
 
 #: The variables a warm and a cold run of one job may disagree on, each with why.
 DIFFER = {
@@ -822,8 +775,9 @@ DIFFER = {
 
 @pytest.mark.parametrize("ignoring", [(), (signal.SIGHUP, signal.SIGINT)], ids=["plain", "nohup-background"])
 def test_a_warm_job_sees_what_a_cold_job_sees(place, ignoring):
-    """Field by field, a probe job reads the same of its process warm and cold (but :data:`DIFFER`); only its
-    pid and parent differ. Started ignoring signals (nohup, a background job), both ignore them."""
+    """Field by field, a probe job reads the same of its process warm and cold (but :data:`DIFFER`), and
+    computes the same bits with torch; only its pid and parent differ. Started ignoring signals (nohup, a
+    background job), both ignore them."""
     starter = _starter_ready(place)
     root, _ = place
     (root / "probe.py").write_text(HAND_OVER + PROBE)

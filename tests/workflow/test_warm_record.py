@@ -23,15 +23,22 @@ def _usage(maxrss_kb: int, user: float, system: float) -> SimpleNamespace:
 
 def test_a_warm_jobs_usage_by_hand_reaches_the_cost_table(tmp_path, monkeypatch):
     """Fork 300 MiB, waited-for children 400 MiB (ru_maxrss, kB): 400.0 MB; CPU 1.25 + 0.5 + 2.0 + 0.25 =
-    4.0 s; read by the cost table for a search point's cell in place of the client's 26 MB."""
+    4.0 s; read by the cost table for a search point's cell in place of the client's 26 MB. The patterns
+    leave out the constraints (the full config's pass an environment string's 128 kB); a rule without a
+    benchmark file gets no record."""
     rusage = {warm.resource.RUSAGE_SELF: _usage(307_200, 1.25, 0.5)}
     rusage[warm.resource.RUSAGE_CHILDREN] = _usage(409_600, 2.0, 0.25)
     monkeypatch.setattr(warm.resource, "getrusage", rusage.__getitem__)
     rules = [SimpleNamespace(name="train", benchmark=TRAIN.format(root=tmp_path))]
+    rules.append(SimpleNamespace(name="tables", benchmark=None))
     monkeypatch.setenv(warm.BENCHMARKS_VARIABLE, warm.benchmark_patterns(rules))
+    assert "[^/]+" not in os.environ[warm.BENCHMARKS_VARIABLE]
+    warm.record_usage(SimpleNamespace(rule="tables", wildcards={}))
+    assert not (tmp_path / "benchmarks").exists()
     cell = {"experiment": "nie2023", "backbone": "tiny-bert", "method": "mpt~s1-lr3e-05-m0.23", "seed": "42"}
     warm.record_usage(SimpleNamespace(rule="train", wildcards=cell))
     benchmark = tmp_path / "benchmarks/train/nie2023/tiny-bert/mpt~s1-lr3e-05-m0.23/seed42.tsv"
+    assert list(benchmark.parent.iterdir()) == [benchmark.with_suffix(".warm.json")]
     assert json.loads(warm_usage_path(benchmark).read_text()) == {"max_rss": 400.0, "cpu_time": 4.0}
     # Snakemake writes its benchmark file as the job ends, just after the fork's record
     benchmark.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t26.0\t0.4\n")
@@ -90,10 +97,15 @@ def test_the_start_record_a_fork_claims_and_its_log_line_by_hand(monkeypatch):
     }
 
 
-@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", ""])
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", "", None, '{"warm": true, "pid": null}'])
 def test_an_unreadable_start_record_reads_as_not_handed_over(monkeypatch, raw):
+    """No record, one that cannot be read, or one no fork claimed yet (the client sends it without a
+    process: it does not know its fork's): cold, "not a Snakemake script process"."""
     monkeypatch.setattr(job_start, "process_started", lambda: 7.0)
-    monkeypatch.setenv(job_start.STATE_VARIABLE, raw)
+    if raw is None:
+        monkeypatch.delenv(job_start.STATE_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(job_start.STATE_VARIABLE, raw)
     assert job_start.start_record() == {
         "warm": False,
         "why_cold": job_start.NOT_HANDED_OVER,

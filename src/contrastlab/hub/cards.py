@@ -100,12 +100,12 @@ def _score_rows(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> 
     }
     paper = {row["task"]: row["value"] for row in published}
     lines = ["| task | ours | published | Δ |", "|---|---:|---:|---:|"]
-    for task in [*metrics.get("scores", {}), "sts_avg", "tr_avg", "tr_devacc_avg"]:
-        if ours.get(task) is None:
+    for task, value in ours.items():
+        if value is None:
             continue
         theirs = paper.get(task)
-        delta = f"{ours[task] - theirs:+.2f}" if theirs is not None else "–"
-        lines.append(f"| {task} | {_number(ours[task])} | {_number(theirs)} | {delta} |")
+        delta = f"{value - theirs:+.2f}" if theirs is not None else "–"
+        lines.append(f"| {task} | {_number(value)} | {_number(theirs)} | {delta} |")
     return lines
 
 
@@ -133,6 +133,8 @@ def model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     licence, licence_source = license or ("unknown", "not established")
+    spearman = _number(summary.get("best_dev_spearman"))
+    kept = f"kept step {summary.get('best_step')} (STS-B dev Spearman {spearman})"
     cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)
     provenance = _card_provenance(cell, papers, loss, summary)
     front = card_data(
@@ -147,7 +149,9 @@ def model_card(
     body = [
         *_heading(experiment, backbone, method, seed, papers, "A sentence encoder", SENTENCE_KEPT),
         *_sentence_usage(metrics.get("pooling", "cls")),
-        *_training(summary, loss, _kept(summary), SETTINGS_NOTE),
+        *_training(
+            summary, loss, kept, ("", "Every setting is in the checkpoint's `train_summary.json`.", "")
+        ),
         *_evaluation(
             SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")), metrics, published
         ),
@@ -195,8 +199,6 @@ def _card_provenance(
 SENTENCE_TAGS = ("sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning")
 #: What a sentence card's checkpoint is.
 SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
-#: Where a sentence card's reader finds every setting.
-SETTINGS_NOTE = ("", "Every setting is in the checkpoint's `train_summary.json`.", "")
 #: What a sentence card's scores are.
 SENTENCE_PROTOCOL = (
     "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
@@ -252,12 +254,6 @@ def _sentence_usage(pooling: str) -> list[str]:
     ]
 
 
-def _kept(summary: Mapping[str, Any]) -> str:
-    """The step a sentence run kept and its STS-B dev Spearman."""
-    spearman = _number(summary.get("best_dev_spearman"))
-    return f"kept step {summary.get('best_step')} (STS-B dev Spearman {spearman})"
-
-
 def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence[str]) -> list[str]:
     """The loss, precision and device, the steps and ``steps`` (what was kept, or the dataset), the
     training settings a card lists, then ``after``."""
@@ -277,6 +273,8 @@ def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence
 def _evaluation(protocol: str, metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
     """What ``protocol`` measured, each score with the published number beside it, and where those are
     from."""
+    tables = "; ".join(sorted({row["table"] for row in published}))
+    source = [f"Published numbers from {tables}.", ""] if published else []
     return [
         "## Evaluation",
         "",
@@ -284,15 +282,8 @@ def _evaluation(protocol: str, metrics: Mapping[str, Any], published: list[dict[
         "",
         *_score_rows(metrics, published),
         "",
-        *_published_from(published),
+        *source,
     ]
-
-
-def _published_from(published: list[dict[str, Any]]) -> list[str]:
-    """Where the published numbers beside ours come from (nothing when there are none)."""
-    if not published:
-        return []
-    return [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
 
 
 def _mteb_rows(mteb: Sequence[MtebScore]) -> list[str]:
@@ -386,25 +377,26 @@ def vision_model_card(
             "and no score, and the tables and the rate figure show it as diverged.",
             "",
         ]
-        body = [*lines, *_provenance({}, data), *_citation(experiment)]
-        return "\n".join([front, "", *_as_markdown(body, names)])
-    lines += [
-        *_vision_usage(torchvision_spec or {}, settings),
-        *_training(
-            summary,
-            loss,
-            f"dataset `{settings.get('dataset')}`",
-            [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
-        ),
-        *_evaluation(
-            f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
-            f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
-            "number for this backbone and method, where its table has one.",
-            metrics,
-            published,
-        ),
-    ]
-    body = [*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)]
+        meta = {}
+    else:
+        meta = summary.get("meta", {})
+        lines += [
+            *_vision_usage(torchvision_spec or {}, settings),
+            *_training(
+                summary,
+                loss,
+                f"dataset `{settings.get('dataset')}`",
+                [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
+            ),
+            *_evaluation(
+                f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
+                f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
+                "number for this backbone and method, where its table has one.",
+                metrics,
+                published,
+            ),
+        ]
+    body = [*lines, *_provenance(meta, data), *_citation(experiment)]
     return "\n".join([front, "", *_as_markdown(body, names)])
 
 
@@ -439,7 +431,6 @@ def write_model_card(
     model_dir: str | Path,
     metrics_path: str | Path,
     markers: Mapping[str, str | Path],
-    base_model: str | None = None,
     backbones: Mapping[str, Mapping[str, Any]] | None = None,
     data_config: Mapping[str, Any] | None = None,
     mteb_dir: str | Path | None = None,
@@ -462,8 +453,7 @@ def write_model_card(
     summary = json.loads((model_dir / "train_summary.json").read_text())
     backbones = backbones or {}
     licence = backbone_license(backbone, backbones) if backbone in backbones else None
-    if base_model is None and backbone in backbones:
-        base_model = base_model_id(backbone, backbones)
+    base_model = base_model_id(backbone, backbones) if backbone in backbones else None
     datasets, corpus_url = training_corpus(data_config)
     text = model_card(
         **cell,
@@ -479,9 +469,7 @@ def write_model_card(
     if not (model_dir / "config.json").is_file():
         return _write(out, text)  # a summary without weights (tests): no model for MTEB to describe
     # described first: weights that cannot be read leave no card behind
-    meta = checkpoint_meta(
-        model_dir, **cell, backbones=backbones, data_config=data_config, base_model=base_model
-    )
+    meta = checkpoint_meta(model_dir, **cell, backbones=backbones, data_config=data_config)
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
     return _write(out, text)
 

@@ -177,9 +177,6 @@ def model_meta(
     license: str,
     base_model: str | None,
     training_data: str | None,
-    training_datasets: Iterable[str] = ("STSBenchmark",),
-    code: str | None = None,
-    revision: str | None = None,
     release_date: str | None = None,
     citation: str | None = None,
 ) -> dict[str, Any]:
@@ -188,9 +185,9 @@ def model_meta(
 
     Parameters, embedding parameters (vocabulary × hidden size) and fp32 memory follow mteb's own rules,
     read from the safetensors headers and the family's key names (:func:`~contrastlab.families.config_shape`).
-    ``training_datasets`` is STSBenchmark, whose dev split chose the kept checkpoint. ``revision``: the hub
-    commit where there is one, else the weights' digest (:func:`checkpoint_revision`); ``release_date``: the
-    day the run wrote the weights unless given; ``license``: the backbone's (a fine-tuned checkpoint keeps its
+    ``training_datasets`` is STSBenchmark, whose dev split chose the kept checkpoint; ``revision`` the
+    weights' digest (:func:`checkpoint_revision`) until a hub commit names it; ``release_date``: the day
+    the run wrote the weights unless given; ``license``: the backbone's (a fine-tuned checkpoint keeps its
     base model's; "unknown" becomes MTEB's "not specified"); ``citation``: the papers' BibTeX."""
     model_dir = Path(model_dir)
     shape = config_shape(json.loads((model_dir / "config.json").read_text()), str(model_dir / "config.json"))
@@ -200,7 +197,7 @@ def model_meta(
     return {
         "loader": "SentenceTransformerEncoderWrapper",
         "name": name,
-        "revision": revision or checkpoint_revision(model_dir),
+        "revision": checkpoint_revision(model_dir),
         "release_date": release_date or checkpoint_date(model_dir),
         "languages": ["eng-Latn"],
         "n_parameters": n_parameters,
@@ -210,13 +207,13 @@ def model_meta(
         "embed_dim": shape.hidden,
         "license": "not specified" if license == "unknown" else license,
         "open_weights": True,
-        "public_training_code": code,
+        "public_training_code": None,
         "public_training_data": training_data,
         "framework": ["Sentence Transformers", "PyTorch", "safetensors"],
         "reference": f"https://huggingface.co/{name}",
         "similarity_fn_name": similarity.get("similarity_fn_name") or "cosine",
         "use_instructions": False,
-        "training_datasets": sorted(training_datasets),
+        "training_datasets": ["STSBenchmark"],
         "adapted_from": base_model,
         "modalities": ["text"],
         "model_type": ["dense"],

@@ -118,7 +118,7 @@ def backbone_license(alias: str, backbones: Mapping[str, Mapping[str, Any]]) -> 
             return found, f"the model card the package `{spec['package']}` ships (model/README.md)"
     if "path" in spec and (found := _card_license(Path(spec["path"]))):
         return found, f"the model card in {spec['path']}"
-    hub_id = spec.get("hf_id") or PACKAGE_MODELS.get(spec.get("package", ""))
+    hub_id = base_model_id(alias, backbones)
     if hub_id in BACKBONE_LICENSES:
         return BACKBONE_LICENSES[hub_id]
     return "unknown", f"not established for `{alias}`: set `license` in the card before publishing"
@@ -156,14 +156,6 @@ def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], s
     return ([found[0]] if found else []), url
 
 
-def _senteval_dataset(data: Mapping[str, Any], senteval_url: str | None) -> tuple[str, str | None, str]:
-    """(dataset id, revision, how to name it) of the SentEval data the scores come from."""
-    if data.get("senteval", {}).get("senteval") == "fixture":
-        return "senteval-fixture", None, "contrastlab's generated fixture, not the published data"
-    found = hub_dataset(senteval_url) or ("princeton-nlp/datasets-for-simcse", None)
-    return found[0], found[1], "senteval.tar"
-
-
 def eval_results(
     metrics: Mapping[str, Any],
     data: Mapping[str, Any],
@@ -181,7 +173,13 @@ def eval_results(
     rounded to 4 decimals."""
     from huggingface_hub import EvalResult
 
-    dataset, revision, label = _senteval_dataset(data, senteval_url)
+    # the SentEval data the scores come from: its dataset id, revision and how to name it
+    if data.get("senteval", {}).get("senteval") == "fixture":
+        dataset, revision = "senteval-fixture", None
+        label = "contrastlab's generated fixture, not the published data"
+    else:
+        dataset, revision = hub_dataset(senteval_url) or ("princeton-nlp/datasets-for-simcse", None)
+        label = "senteval.tar"
     scores = metrics.get("scores", {})
     sts_split = STS_SPLIT_BY_MODE[metrics.get("mode", "test")]
     results = []
@@ -258,19 +256,17 @@ def checkpoint_meta(
     seed: int,
     backbones: Mapping[str, Mapping[str, Any]],
     data_config: Mapping[str, Any] | None = None,
-    base_model: str | None = None,
 ) -> dict[str, Any]:
     """The MTEB ``ModelMeta`` of one kept sentence checkpoint (:func:`~.mteb_results.model_meta`),
     named ``contrastlab/<experiment>-<backbone>-<method>-seed<seed>`` until ``make publish`` names it:
-    the backbone's licence and hub id (from the config's ``backbones``; ``base_model`` overrides the
-    id), the training corpus's URL (from its ``data``), the weights' revision and date, and the BibTeX
-    of the papers the experiment reproduces."""
+    the backbone's licence and hub id (from the config's ``backbones``), the training corpus's URL (from
+    its ``data``), the weights' revision and date, and the BibTeX of the papers the experiment reproduces."""
     licence = backbone_license(backbone, backbones)[0] if backbone in backbones else "unknown"
     return model_meta(
         model_dir,
         name=f"contrastlab/{experiment}-{backbone}-{method}-seed{seed}",
         license=licence,
-        base_model=base_model or (base_model_id(backbone, backbones) if backbone in backbones else None),
+        base_model=base_model_id(backbone, backbones) if backbone in backbones else None,
         training_data=training_corpus(data_config)[1],
         citation=citation_of(experiment),
     )
@@ -401,6 +397,8 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     (:func:`~contrastlab.hub.cards.write_card`) is written: the MTEB description and the card (its
     model-index named ``repo``) written for ``repo`` under ``<results_dir>/publish/<cell>/``, and every
     file of the checkpoint. Raises :class:`PublishError` with one line naming the fix."""
+    from huggingface_hub import ModelCard
+
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     meta = json.loads(found.card.with_name(MODEL_META_FILE).read_text())
@@ -411,7 +409,12 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     )
     out = found.root / "publish" / found.cell.path / MODEL_META_FILE
     write_json(out, meta)
-    card = _named_card(found.card, repo, out.with_name("README.md"))
+    # the card, its model-index named ``repo`` (the written card names it after the cell), read and written
+    # by huggingface_hub's ModelCard (the front matter's key order kept)
+    named, card = ModelCard.load(found.card), out.with_name("README.md")
+    if named.data.eval_results:
+        named.data.model_name = repo
+    named.save(card)
     checkpoint = found.model_dir
     # a hidden file is no part of the model (Snakemake's .snakemake_timestamp, a write's .<name>.partial)
     files = {
@@ -428,24 +431,10 @@ def snakemake_command(configfile: str | Path, *words: Any) -> str:
     return shlex.join(["snakemake", "--configfile", str(configfile), *map(str, words)])
 
 
-def _named_card(card: Path, repo: str, out: Path) -> Path:
-    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the written card names it after
-    the cell), read and written by huggingface_hub's ``ModelCard`` (the front matter's key order kept)."""
-    from huggingface_hub import ModelCard
-
-    named = ModelCard.load(card)
-    if named.data.eval_results:
-        named.data.model_name = repo
-    named.save(out)
-    return out
-
-
 def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[str]:
-    """Print ``plan``'s commit; with ``push``, make it: ``HfApi.create_repo`` (kept if it exists), then
-    one ``HfApi.create_commit`` adding every file, and print the commit (the revision MTEB's
-    submission may name: ``make mteb-submit ... REVISION=<commit>``). ``api``: an ``HfApi`` (a stub in
-    tests). Pushing without a Hugging Face token is a :class:`PublishError` before anything is printed
-    or uploaded; a push the Hub refuses (:func:`_push`) is one naming the HTTP status and the fix."""
+    """Print ``plan``'s commit; with ``push``, make it (:func:`_push`) and print the commit (the revision
+    ``make mteb-submit ... REVISION=<commit>`` may name). ``api``: an ``HfApi`` (a stub in tests). Pushing
+    without a Hugging Face token is a :class:`PublishError` before anything is printed or uploaded."""
     if push:
         from huggingface_hub import get_token
 

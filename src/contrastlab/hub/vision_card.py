@@ -39,20 +39,15 @@ _PROBES = (
 )
 
 
-def _dataset(dataset: str | None) -> tuple[str, str]:
-    """``(dataset_type, dataset_name)`` of the probes' dataset in the model-index."""
-    if dataset in HUB_DATASETS:
-        return HUB_DATASETS[dataset]
-    return str(dataset), f"{dataset} (contrastlab's local data, not a hub dataset)"
-
-
 def vision_eval_results(metrics: Mapping[str, Any]) -> list:
     """The probes' accuracies of ``metrics`` (the encoder's ``vision.json``) as huggingface_hub
     ``EvalResult`` objects (percent, 4 decimals), on the test split of its dataset, in the order the
     scores are stored; the geometry statistics (variance, effective rank) are not accuracies and stay out."""
     from huggingface_hub import EvalResult
 
-    dataset_type, dataset_name = _dataset(metrics.get("dataset"))
+    dataset = metrics.get("dataset")
+    local = (str(dataset), f"{dataset} (contrastlab's local data, not a hub dataset)")
+    dataset_type, dataset_name = HUB_DATASETS.get(dataset, local)
     results = []
     for key, value in metrics.get("scores", {}).items():
         for pattern, name in _PROBES:

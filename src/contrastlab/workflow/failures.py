@@ -24,6 +24,20 @@ from contrastlab.paths import CELL_FIELDS, cell_path
 NOT_RETRIED = "contrastlab: not retried (a retry fails the same way): "
 
 
+def snakemake_dict(job: Any, name: str) -> dict[str, Any]:
+    """``job``'s ``name`` (its ``wildcards``, ``input``, ``output`` or ``resources``: Snakemake's Namedlist,
+    or a dict) as a dict; empty where it has none."""
+    found = getattr(job, name, None)
+    return dict(found.items()) if hasattr(found, "items") else {}
+
+
+def cell_label(wildcards: dict[str, Any]) -> str:
+    """A job's cell (``<experiment>/<backbone>/<method>/seed<seed>``), else its wildcards' values by ``/``."""
+    if set(CELL_FIELDS) <= set(wildcards):
+        return cell_path(wildcards)
+    return "/".join(map(str, wildcards.values()))
+
+
 def disk_full(error: BaseException) -> OSError | None:
     """The ``OSError`` ENOSPC in ``error``'s chain (itself, its ``__cause__`` or ``__context__``, and
     theirs), or None: torch's "enforce fail ... unexpected pos" is a RuntimeError raised from it."""
@@ -82,12 +96,7 @@ def failure_lines(jobs: Iterable[Any]) -> list[str]:
             if found:
                 lines += found
                 continue
-            wildcards = dict(getattr(one, "wildcards", None) or {})
-            cell = (
-                cell_path(wildcards)
-                if set(CELL_FIELDS) <= set(wildcards)
-                else "/".join(map(str, wildcards.values()))
-            )
+            cell = cell_label(snakemake_dict(one, "wildcards"))
             label = f"rule {one.rule.name} {cell}".strip()
             where = f" (log: {', '.join(logs)})" if logs else ""
             lines.append(

@@ -26,6 +26,7 @@ from typing import Any
 
 from contrastlab.artifacts import recorded_sha256, sha256_file
 from contrastlab.paths import write_json
+from contrastlab.workflow.failures import snakemake_dict
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
 RECORDED_OUTPUTS = ("model", "encoder", "metrics")
@@ -79,8 +80,7 @@ def record_job(snakemake: Any) -> list[Path]:
     """:func:`record_finished` for a cell's job as Snakemake hands it to its script: its outputs named in
     :data:`RECORDED_OUTPUTS` (the weights of ``train``, ``train_vision``; the metrics of ``evaluate`` and
     its twins), under the config's ``results_dir``. Nothing for a job with none of them."""
-    output = getattr(snakemake, "output", None)
-    named = dict(output.items()) if hasattr(output, "items") else {}
+    named = snakemake_dict(snakemake, "output")
     outputs = [str(named[name]) for name in RECORDED_OUTPUTS if name in named]
     if not outputs:
         return []
@@ -220,14 +220,6 @@ def _finished_state(state_dir: Path) -> bool:
     return isinstance(info, dict) and info.get("finished") is True
 
 
-def _snakemake_keys(output: str | os.PathLike, workdir: str | os.PathLike) -> set[str]:
-    """The spellings under which Snakemake may key ``output`` (its path as the rule wrote it: relative to
-    the working directory, or absolute where ``results_dir`` is)."""
-    given = os.fspath(output)
-    absolute = os.path.abspath(os.path.join(workdir, given))
-    return {given, os.path.normpath(given), absolute, os.path.relpath(absolute, os.path.abspath(workdir))}
-
-
 def _marker(incomplete: Path, key: str) -> Path:
     """Snakemake's file persistence's marker path of ``key`` in ``incomplete``: the key's urlsafe base64,
     cut into parts of at most the file system's name length less one, each but the last with a leading
@@ -248,7 +240,12 @@ def marked_incomplete(output: str | os.PathLike, workdir: str | os.PathLike = ".
     incomplete = Path(workdir, ".snakemake", "incomplete")
     if not incomplete.is_dir():
         return False
-    return any(_marker(incomplete, key).is_file() for key in _snakemake_keys(output, workdir))
+    # the spellings under which Snakemake may key it: its path as the rule wrote it, relative to the working
+    # directory, or absolute where ``results_dir`` is
+    given = os.fspath(output)
+    absolute = os.path.abspath(os.path.join(workdir, given))
+    keys = {given, os.path.normpath(given), absolute, os.path.relpath(absolute, os.path.abspath(workdir))}
+    return any(_marker(incomplete, key).is_file() for key in keys)
 
 
 def forget_finished_states(

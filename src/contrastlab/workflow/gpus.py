@@ -18,6 +18,7 @@ from contrastlab.cost.packing import SHARES
 from contrastlab.cuda import diagnose, probe, runs_on_visible_gpus
 from contrastlab.training.phases import note_phase
 from contrastlab.workflow import mps
+from contrastlab.workflow.failures import snakemake_dict
 
 
 class GpuUnavailableError(RuntimeError):
@@ -27,8 +28,7 @@ class GpuUnavailableError(RuntimeError):
 def requested_gpus(snakemake: Any) -> int:
     """GPUs the job asked for: its ``gpu`` resource, or the count of a ``gres`` such as ``gpu:1`` or
     ``gpu:a100:2`` (the ``profiles/slurm-gres`` form); 0 when it asked for none."""
-    found = getattr(snakemake, "resources", None)
-    resources = dict(found.items()) if hasattr(found, "items") else {}
+    resources = snakemake_dict(snakemake, "resources")
     gpus = resources.get("gpu") or 0
     gpus = gpus if isinstance(gpus, int) else 0  # an unevaluated resource ("<TBD>") asks for nothing
     gres = str(resources.get("gres") or "")
@@ -43,8 +43,7 @@ def requested_gpus(snakemake: Any) -> int:
 def requested_share(snakemake: Any) -> int:
     """How many jobs may run on this job's GPU, itself included: its ``gpu_share`` resource (set by the
     training rules from :func:`contrastlab.cost.packing.job_share`), 1 when absent or unevaluated."""
-    found = getattr(snakemake, "resources", None)
-    share = (dict(found.items()) if hasattr(found, "items") else {}).get("gpu_share")
+    share = snakemake_dict(snakemake, "resources").get("gpu_share")
     return share if isinstance(share, int) and share >= 1 else 1
 
 
@@ -148,18 +147,6 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def _lock_all_free(folder: Path, devices: list[str]) -> dict[str, list[int]]:
-    """Lock every free slot of ``devices``: per device, the descriptors of the slots now held."""
-    return {
-        device: [
-            fd
-            for slot in range(SLOTS_PER_GPU)
-            if (fd := _try_lock(folder / f"gpu-{device}-{slot}.lock")) is not None
-        ]
-        for device in devices
-    }
-
-
 def claim_gpus(
     wanted: int,
     devices: list[str],
@@ -187,7 +174,14 @@ def claim_gpus(
     slots = SLOTS_PER_GPU // share
     said = False
     while True:
-        free = _lock_all_free(folder, devices)
+        free = {  # every free slot of each device locked: the descriptors of the slots now held
+            device: [
+                fd
+                for slot in range(SLOTS_PER_GPU)
+                if (fd := _try_lock(folder / f"gpu-{device}-{slot}.lock")) is not None
+            ]
+            for device in devices
+        }
         # most free slots first; sorted() is stable, so ties keep the visible order
         chosen = [d for d in sorted(devices, key=lambda d: -len(free[d])) if len(free[d]) >= slots][:wanted]
         kept = {d: free[d][:slots] for d in chosen} if len(chosen) == wanted else {}

@@ -16,11 +16,11 @@ from typing import Any
 from contrastlab.config import Options
 from contrastlab.config.data import DataConfig
 from contrastlab.data.acquire import data_marker_path
-from contrastlab.paths import CELL_FIELDS, Resources, Results, cell_path, write_json
+from contrastlab.paths import Resources, Results, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
 from contrastlab.training.phases import close_summary, note_job_start
-from contrastlab.workflow.failures import disk_full, failure_line
+from contrastlab.workflow.failures import cell_label, disk_full, failure_line, snakemake_dict
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.job_start import start_line, start_record
@@ -29,11 +29,7 @@ from contrastlab.workflow.recovery import die_with_workflow, workflow_run
 
 def job_label(snakemake: Any) -> str:
     """``rule train nie2023/bert-base/mpt/seed42``: the rule and its wildcards, for one-line errors."""
-    found = getattr(snakemake, "wildcards", None)
-    wildcards = dict(found.items()) if hasattr(found, "items") else {}  # Snakemake's Namedlist or a dict
-    cell = (
-        cell_path(wildcards) if set(CELL_FIELDS) <= set(wildcards) else "/".join(map(str, wildcards.values()))
-    )
+    cell = cell_label(snakemake_dict(snakemake, "wildcards"))
     return f"rule {getattr(snakemake, 'rule', '?')}" + (f" {cell}" if cell else "")
 
 
@@ -45,8 +41,7 @@ def failure_record(snakemake: Any) -> Path | None:
     """``<results_dir>/metrics/<experiment>/<backbone>/<method>/seed<N>/failed.json`` of a cell's job
     (``None`` for jobs of no cell: data, backbones, Pretrained rows). Derived from the wildcards rather
     than passed as a param, since a new param would rerun every finished cell."""
-    found = getattr(snakemake, "wildcards", None)
-    wildcards = dict(found.items()) if hasattr(found, "items") else {}
+    wildcards = snakemake_dict(snakemake, "wildcards")
     if not {"experiment", "backbone", "method", "seed"} <= set(wildcards):
         return None
     results = Results((getattr(snakemake, "config", None) or {}).get("results_dir", "results"))
@@ -74,32 +69,50 @@ def is_deterministic_failure(error: BaseException) -> bool:
 
 @contextlib.contextmanager
 def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
-    """The frame of a training job's script: library output to the job's log, a failure as one line
-    (and a failure record, :func:`logged_to`), the job's device (:func:`job_device`: its own GPU, never
-    the CPU of a node whose GPU is broken, or the CPU with ``resources.gpu: 0``), cuBLAS's deterministic
-    workspace for a cell that asks for deterministic kernels (:func:`deterministic_cublas`), torch's
-    threads = the rule's; yields ``(device, the job's data locations)``; when the job ends, the size and
-    sha256 of its weights are recorded (:func:`~contrastlab.workflow.finished.record_job`)."""
+    """The frame of a training job's script (:func:`_job`, its log appended to after C-level output was sent
+    there, :func:`stderr_to_log`), with cuBLAS's deterministic workspace for a cell that asks for
+    deterministic kernels (:func:`deterministic_cublas`); yields ``(device, the job's data locations)``; its
+    summaries closed at its end (:func:`close_summaries`: the export and the record in their total)."""
     stderr_to_log(snakemake.log[0])
+    with _job(snakemake, training=True) as device:
+        yield device, job_data_locations(snakemake)
+
+
+def evaluation_job(snakemake: Any) -> contextlib.AbstractContextManager[str]:
+    """The frame of an evaluation job's script (``encode``, ``evaluate``, ``encode_vision``,
+    ``evaluate_vision`` and the searches' twins, :func:`_job`); yields the job's device."""
+    return _job(snakemake, training=False)
+
+
+@contextlib.contextmanager
+def _job(snakemake: Any, *, training: bool) -> Iterator[str]:
+    """Library output to the job's log, a failure as one line (and a failure record, :func:`logged_to`),
+    how the job started into its log, the job's device (:func:`job_device`: its own GPU, never the CPU of a
+    node whose GPU is broken, or the CPU with ``resources.gpu: 0``), torch's threads = the rule's, its inputs
+    noted for its provenance; yields the device; when the job ends, the size and sha256 of its weights or
+    metrics file are recorded (:func:`~contrastlab.workflow.finished.record_job`), checked before a later run
+    trusts them."""
     record = failure_record(snakemake)
     with logged_to(
         snakemake.log[0],
         job_label(snakemake),
-        append=True,
+        append=training,
         failure_record=record,
         run=workflow_run(snakemake),
     ):
         print(start_line(), file=sys.stderr)  # warm or cold, and how long the start took, into the log
-        note_job_start(start_record())  # the trainer's phases count from the process's start
-        deterministic_cublas(getattr(getattr(snakemake, "params", None), "settings", None) or {})
+        note_job_start(start_record())  # the job's phases count from the process's start
+        if training:
+            deterministic_cublas(getattr(getattr(snakemake, "params", None), "settings", None) or {})
         device = job_device(snakemake)  # before torch touches CUDA
         import torch
 
         torch.set_num_threads(max(1, snakemake.threads))
-        note_inputs(job_inputs(snakemake))  # run_metadata() records them in the checkpoint's summary
-        yield device, job_data_locations(snakemake)
-        record_job(snakemake)  # the weights' size and sha256, checked before a later run trusts them
-        close_summaries(snakemake)  # the phases to this moment: the export and the record in their total
+        note_inputs(job_inputs(snakemake))  # run_metadata() records them in the checkpoint or metrics file
+        yield device
+        record_job(snakemake)
+        if training:
+            close_summaries(snakemake)
 
 
 #: A training job's summary in its output folder, by the output's name: a sentence cell's, an image cell's.
@@ -109,8 +122,7 @@ SUMMARIES = {"model": "train_summary.json", "encoder": "settings.json"}
 def close_summaries(snakemake: Any) -> None:
     """The phases of the job's summaries extended to its end
     (:func:`~contrastlab.training.phases.close_summary`)."""
-    output = getattr(snakemake, "output", None)
-    named = dict(output.items()) if hasattr(output, "items") else {}
+    named = snakemake_dict(snakemake, "output")
     for name, summary in SUMMARIES.items():
         if name in named:
             close_summary(Path(named[name], summary))
@@ -128,28 +140,6 @@ def deterministic_cublas(settings: Mapping[str, Any]) -> None:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
 
 
-@contextlib.contextmanager
-def evaluation_job(snakemake: Any) -> Iterator[str]:
-    """The frame of an evaluation job's script (``encode``, ``evaluate``, ``encode_vision``,
-    ``evaluate_vision`` and the searches' twins): library output to the job's log, a failure as one
-    line and a failure record (:func:`logged_to`), torch's threads = the rule's; yields the job's device
-    (:func:`job_device`: its own GPU, or the CPU for a rule asking ``gpu=0``); when the job ends, the size
-    and sha256 of its metrics file are recorded (:func:`~contrastlab.workflow.finished.record_job`)."""
-    record = failure_record(snakemake)
-    with logged_to(
-        snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)
-    ):
-        print(start_line(), file=sys.stderr)  # warm or cold, and how long the start took, into the log
-        note_job_start(start_record())  # an encoding job's phases count from the process's start
-        device = job_device(snakemake)  # before torch touches CUDA
-        import torch
-
-        torch.set_num_threads(snakemake.threads)
-        note_inputs(job_inputs(snakemake))  # run_metadata() records them in the metrics file
-        yield device
-        record_job(snakemake)  # the metrics file's size and sha256, checked before a later run trusts it
-
-
 def job_inputs(snakemake: Any) -> dict[str, Any]:
     """What a cell's job reads, for its provenance: the backbone's source record (hub revision, package
     version, weights' sha256; :func:`contrastlab.models.text.backbone_record`) and each data marker's
@@ -159,22 +149,20 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
     from contrastlab.models.text import backbone_record
 
     inputs: dict[str, Any] = {}
-    model = getattr(snakemake.input, "model", None) if hasattr(snakemake, "input") else None
+    named, wildcards = snakemake_dict(snakemake, "input"), snakemake_dict(snakemake, "wildcards")
+    config = getattr(snakemake, "config", None) or {}
+    model = named.get("model")
     summary = Path(str(model), "train_summary.json") if isinstance(model, str) else None
     if summary is not None and summary.is_file():
         inputs.update(json.loads(summary.read_text()).get("meta", {}).get("inputs", {}))
-    found = getattr(snakemake, "wildcards", None)
-    wildcards = dict(found.items()) if hasattr(found, "items") else {}
     if "backbone" in wildcards and "backbone" not in inputs:
-        resources = (getattr(snakemake, "config", None) or {}).get("resources_dir", "resources")
+        resources = config.get("resources_dir", "resources")
         record = backbone_record(Path(Resources(resources).backbone_dir(wildcards["backbone"])))
         if record is not None:
             inputs["backbone"] = record
-    items = snakemake.input.items() if hasattr(getattr(snakemake, "input", None), "items") else []
-    for name, path in items:
+    for name, path in named.items():
         if name.endswith("_ready") and isinstance(path, str) and Path(path).is_file():
             inputs[name.removesuffix("_ready")] = json.loads(Path(path).read_text())
-    config = getattr(snakemake, "config", None) or {}
     dataset = (config.get("experiments", {}).get(wildcards.get("experiment")) or {}).get("dataset")
     marker = Path(data_marker_path(config["results_dir"], f"images-{dataset}")) if dataset else None
     if marker and "images" not in inputs and marker.is_file():  # an image probe job reads the features only
@@ -188,8 +176,7 @@ def job_data_locations(snakemake: Any) -> dict[str, str]:
     config = snakemake.config  # validated once, by rules/common.smk
     data = DataConfig(config)
     where = data.locations()
-    found = getattr(snakemake, "wildcards", None)
-    wildcards = dict(found.items()) if hasattr(found, "items") else {}
+    wildcards = snakemake_dict(snakemake, "wildcards")
     dataset = wildcards.get("dataset") or config["experiments"].get(wildcards.get("experiment"), {}).get(
         "dataset"
     )

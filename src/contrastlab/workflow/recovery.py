@@ -74,7 +74,7 @@ def this_machine() -> dict[str, str]:
     }
 
 
-def die_with_workflow(poll_seconds: float = 1.0) -> bool:
+def die_with_workflow() -> bool:
     """Make this job process exit when the Snakemake process that started it is gone, so that no orphan keeps
     a GPU or writes into a results folder the next run will use: a daemon thread polls the parent pid once a
     second and, when it changes, logs one line and exits with status 1. Only where the parent is Snakemake
@@ -85,7 +85,7 @@ def die_with_workflow(poll_seconds: float = 1.0) -> bool:
 
     def watch() -> None:
         while os.getppid() == parent:
-            time.sleep(poll_seconds)
+            time.sleep(1.0)
         print(
             f"contrastlab: Snakemake (pid {parent}) is gone; stopping this job so that no orphan keeps "
             "running (the next run resumes it)",
@@ -105,14 +105,10 @@ def runs_folder(results_dir: str | os.PathLike) -> Path:
 
 def run_records(results_dir: str | os.PathLike) -> list[Path]:
     """The records of the runs that may be executing on ``results_dir`` (this contrastlab's, and the
-    single marker an older one wrote): empty when none is."""
-    legacy = _legacy_marker(results_dir)
+    single marker an older one wrote before per-run records, one per folder, no host): empty when none
+    is."""
+    legacy = Path(results_dir) / "state" / "snakemake.json"
     return sorted(runs_folder(results_dir).glob("*.json")) + ([legacy] if legacy.is_file() else [])
-
-
-def _legacy_marker(results_dir: str | os.PathLike) -> Path:
-    """The single marker of contrastlab before per-run records (one per folder, no host)."""
-    return Path(results_dir) / "state" / "snakemake.json"
 
 
 def _digest(path: Path) -> str | None:
@@ -148,24 +144,26 @@ def record_running_workflow(
     of its ``lock_files``; and list the record in ``workdir``'s :func:`_checkout_list`. Called when the
     workflow starts executing, after it took its locks; also names the invocation for its jobs
     (:data:`RUN_VARIABLE`). Returns the record's path."""
-    machine = this_machine()
-    pid, start = os.getpid(), _start_time(os.getpid())
+    run = _this_run(os.path.abspath(results_dir))
     record = _record_path(results_dir)
     locks = [d for d in (_digest(Path(p)) for p in lock_files) if d]
-    write_json(
-        record,
-        {
-            **machine,
-            "pid": pid,
-            "start_time": start,
-            "command": sys.argv,
-            "results_dir": os.path.abspath(results_dir),
-            "locks": locks,
-        },
-    )
+    write_json(record, {**run, "locks": locks})
     write_json(_checkout_list(workdir) / record.name, {"record": os.path.abspath(record)})
-    os.environ[RUN_VARIABLE] = f"{machine['host']}:{pid}:{start}"
+    os.environ[RUN_VARIABLE] = f"{run['host']}:{run['pid']}:{run['start_time']}"
     return record
+
+
+def _this_run(results_dir: str) -> dict[str, Any]:
+    """This process as a run on ``results_dir``: where it runs (:func:`this_machine`), its pid, start time
+    and command."""
+    pid = os.getpid()
+    return {
+        **this_machine(),
+        "pid": pid,
+        "start_time": _start_time(pid),
+        "command": sys.argv,
+        "results_dir": results_dir,
+    }
 
 
 def _records(results_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
@@ -344,15 +342,8 @@ def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
             break
         os.close(fd)  # its holder removed it as it ended, after this process opened it: take the new one
     _CLAIMS[real] = fd
-    holder = {
-        **this_machine(),
-        "pid": os.getpid(),
-        "start_time": _start_time(os.getpid()),
-        "command": sys.argv,
-        "results_dir": real,
-    }
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+    os.pwrite(fd, (json.dumps(_this_run(real)) + "\n").encode(), 0)
     atexit.register(_release_claim, real, path, made)
     return None
 
@@ -506,15 +497,12 @@ def _still_running(record_path: Path, machine: Mapping[str, str]) -> bool:
     return not _gone(record, machine)
 
 
-def _restore_locks(
-    lock_dir: Path, locks: Mapping[str, bytes], owners: Mapping[str, Path | None] | None = None
-) -> None:
+def _restore_locks(lock_dir: Path, locks: Mapping[str, bytes], owners: Mapping[str, Path | None]) -> None:
     """Write back ``locks`` ({file name: content}) that are no longer in ``lock_dir`` and whose run may
     still execute: ``owners`` names the record that claimed each (:func:`_still_running`); a lock no
     record claimed (a run that had not recorded itself yet) is written back too. A name another run took
     meanwhile gets the next free index of the same type (Snakemake reads every ``<n>.<type>.lock``)."""
     machine = this_machine()
-    owners = owners or {}
     wanted = {
         name: content
         for name, content in locks.items()

@@ -46,6 +46,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contrastlab.workflow.job_start import (
+    STATE_VARIABLE,
+    claim_start_record,
+    cold_jobs_running,
+    driver_initialised,
+    locked_elsewhere,
+    mark_running_cold,
+    record_refusal,
+    refusal,
+    start_state,
+)
 from contrastlab.workflow.warm_key import (
     FORK_MARK,
     IDLE_VARIABLE,
@@ -84,8 +95,6 @@ def hand_over(script_globals: dict[str, Any], *, cli: bool = False) -> None:
         )
     if FORK_MARK in os.environ or not _is_script_process(script_globals):
         return  # a fork's record came with its request; another program's process is no job to mark
-    from contrastlab.workflow.job_start import STATE_VARIABLE, mark_running_cold, refusal, start_state
-
     why, waited = cold_by_setting(os.environ), 0.0
     address = None if why else socket_path(os.environ)
     if not why:
@@ -103,8 +112,6 @@ def hand_over(script_globals: dict[str, Any], *, cli: bool = False) -> None:
 def _starter_connection(address: Path) -> tuple[socket.socket | None, str | None, float]:
     """A connection to ``address``'s starter (one started where none is, and waited for), else why none
     serves (a refusal it recorded, none yet, ...); and the seconds this took."""
-    from contrastlab.workflow.job_start import refusal
-
     began, wait = time.monotonic(), seconds(os.environ, WAIT_VARIABLE)
     connection = _connect(address)
     if connection is None:
@@ -121,7 +128,8 @@ def _starter_connection(address: Path) -> tuple[socket.socket | None, str | None
     return None, refusal(address) or why, waited
 
 
-#: The signals a fork sets as a fresh interpreter has them (SIGINT first: Python's own handler).
+#: The signals a client forwards to its fork, and that a fork sets as a fresh interpreter has them (SIGINT
+#: first: Python's own handler).
 _RESET_SIGNALS = tuple(
     getattr(signal, name) for name in "SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2".split()
 )
@@ -171,8 +179,6 @@ def _starter_importing(address: Path) -> bool:
     """Whether a starter holds ``address``'s lock (it takes it before its imports and keeps it while it
     serves). Probed with a shared lock taken and dropped at once: where none holds it, a starter started
     in that instant finds it taken and leaves, and the jobs run cold, as they would without a starter."""
-    from contrastlab.workflow.job_start import locked_elsewhere
-
     try:
         fd = os.open(f"{address}.lock", os.O_RDONLY)
     except OSError:
@@ -188,7 +194,6 @@ def _wait_for_starter(address: Path, seconds: float) -> socket.socket | None:
     gone while the job waits ends it (:func:`~contrastlab.workflow.recovery.die_with_workflow`)."""
     if seconds <= 0:
         return None
-    from contrastlab.workflow.job_start import refusal
     from contrastlab.workflow.recovery import die_with_workflow
 
     die_with_workflow()
@@ -258,15 +263,12 @@ def _receive(connection: socket.socket, size: int) -> bytes:
     return data
 
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-
-
 def _follow(connection: socket.socket, fork: int) -> None:
     """Wait for the fork running this job, passing on the signals this process gets, and exit as it
     exited (a fork killed by a signal: this process kills itself with it)."""
     from contrastlab.workflow.recovery import die_with_workflow
 
-    for signum in FORWARDED:
+    for signum in _RESET_SIGNALS:
         signal.signal(signum, lambda signum, _frame: _kill(fork, signum))
     die_with_workflow()  # Snakemake gone: this process exits, the starter sees it and kills the fork
     try:
@@ -299,8 +301,6 @@ def serve(address: Path, idle_seconds: float) -> str:
                 __import__(module)
         refused = _cuda_refusal()
         if refused is not None:
-            from contrastlab.workflow.job_start import record_refusal
-
             # with the lock held: the jobs waiting for this starter find the refusal when it goes
             reason, facts = refused
             record_refusal(address, reason, **facts)
@@ -333,8 +333,6 @@ def _cuda_refusal() -> tuple[str, dict[str, str]] | None:
     torch_initialised = bool(cuda is not None and cuda.is_initialized())
     if not torch_initialised and not _cuda_driver_loaded():
         return None
-    from contrastlab.workflow.job_start import driver_initialised
-
     initialised = driver_initialised() if _cuda_driver_loaded() else "not loaded"
     if not torch_initialised and initialised == "no":
         return None
@@ -345,8 +343,6 @@ def _cuda_refusal() -> tuple[str, dict[str, str]] | None:
 
 
 def _accept_jobs(address: Path, idle_seconds: float) -> str:
-    from contrastlab.workflow.job_start import cold_jobs_running
-
     staged = address.with_name(f"{address.name}.{os.getpid()}")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(staged))
@@ -423,9 +419,6 @@ def _start_job(connection: socket.socket, starters: list[Any]) -> int:
     """Read one request and fork its job; the fork's pid (sent to the client), or 0 where the request
     could not be read (the client then runs its script itself). ``starters``: the starter's sockets and
     selector, which the fork closes."""
-    # the starter's copy, which the fork forgets with the rest of contrastlab (:func:`_run_job`)
-    from contrastlab.workflow.job_start import claim_start_record
-
     connection.settimeout(10)
     _pid, uid, _gid = _PEER.unpack(connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER.size))
     if uid != os.getuid():  # the folder is this user's alone; a peer of another user is refused all the same

@@ -29,12 +29,10 @@ SWITCH = "CONTRASTLAB_WARM_START"
 IDLE_VARIABLE = "CONTRASTLAB_WARM_IDLE"
 #: How long a job waits for a starter that is still importing before it runs cold (seconds; 0: never waits).
 WAIT_VARIABLE = "CONTRASTLAB_WARM_WAIT"
-DEFAULT_WAIT_SECONDS = 60.0
-DEFAULT_IDLE_SECONDS = 120.0
 #: Each setting in seconds: its default, and what it decides (for the line that names a bad value).
 SECONDS = {
-    WAIT_VARIABLE: (DEFAULT_WAIT_SECONDS, "a job waits {:g} s for a starting starter"),
-    IDLE_VARIABLE: (DEFAULT_IDLE_SECONDS, "the warm starter waits {:g} s for a next job"),
+    WAIT_VARIABLE: (60.0, "a job waits {:g} s for a starting starter"),
+    IDLE_VARIABLE: (120.0, "the warm starter waits {:g} s for a next job"),
 }
 #: Set in a fork's environment: the script it runs must not hand itself over again.
 FORK_MARK = "CONTRASTLAB_WARM_FORK"
