@@ -35,6 +35,7 @@ from contrastlab.cost.calibration import (
     vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
+from contrastlab.cost.measured import grouped
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
@@ -284,9 +285,6 @@ def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
         return []
     labels = list(dict.fromkeys(label for j in jobs for label in (j.get("planned") or {})))
     plan = [f"plan, {label} (s)" for label in labels]
-    rules: dict[str, list[Mapping[str, Any]]] = {}
-    for j in jobs:
-        rules.setdefault(j["rule"], []).append(j)
     per_rule = [
         [
             rule,
@@ -294,7 +292,7 @@ def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
             _fmt(_sum(j.get("wall_s") for j in group), ".1f"),
             *(_fmt(_sum((j.get("planned") or {}).get(label) for j in group), ".1f") for label in labels),
         ]
-        for rule, group in rules.items()
+        for rule, group in grouped(jobs, lambda j: j["rule"]).items()
     ]
     per_job = [
         [

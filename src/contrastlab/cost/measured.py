@@ -237,8 +237,9 @@ def _gpu_hours(jobs: Iterable[JobCost]) -> str:
     return f"{sum(known):.2f}" if known else NONE
 
 
-def _grouped(jobs: Sequence[JobCost], key: Callable[[JobCost], str]) -> dict[str, list[JobCost]]:
-    groups: dict[str, list[JobCost]] = {}
+def grouped(jobs: Iterable[Any], key: Callable[[Any], str]) -> dict[str, list[Any]]:
+    """``jobs`` by ``key``, in the order each key first comes."""
+    groups: dict[str, list[Any]] = {}
     for job in jobs:
         groups.setdefault(key(job), []).append(job)
     return groups
@@ -269,7 +270,7 @@ def per_paper(jobs: Sequence[JobCost], projected: Projected | None = None) -> li
             "GPU-h": _gpu_hours(group),
             **_projected(projected, "paper", paper),
         }
-        for paper, group in sorted(_grouped(jobs, lambda j: j.paper).items())
+        for paper, group in sorted(grouped(jobs, lambda j: j.paper).items())
     ]
 
 
@@ -286,7 +287,7 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
             "GPU-h": _gpu_hours(group),
             **_projected(projected, "rule", rule),
         }
-        for rule, group in sorted(_grouped(jobs, lambda j: j.rule).items())
+        for rule, group in sorted(grouped(jobs, lambda j: j.rule).items())
     ]
 
 
@@ -301,7 +302,7 @@ def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
     RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``).
     ``encode`` is the encoding job (SentEval's, or an image cell's features), ``evaluate`` its probes."""
     rows = []
-    for cell, group in sorted(_grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
+    for cell, group in sorted(grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
         train = [j for j in group if _step(j.rule) == "train"]
         encode = [j for j in group if _step(j.rule) == "encode"]
         evaluate = [j for j in group if _step(j.rule) == "evaluate"]
