@@ -19,6 +19,7 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
+from contrastlab.cost.measured import read_json
 from contrastlab.paths import write_json
 
 
@@ -63,14 +64,7 @@ def _search_fingerprint(spec: Mapping[str, Any], group: Iterable[cl_search.Searc
 
 def pinned(grid: cl_config.Grid) -> dict[str, Any]:
     """The pins an earlier run of the grid's results folder wrote (:func:`write_pins`), or ``{}``."""
-    return _read(Path(grid.results.budget_pins))
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    return read_json(grid.results.budget_pins)
 
 
 def plan_points(grid: cl_config.Grid, calibration: Calibration | None = None) -> list[cl_search.SearchPoint]:

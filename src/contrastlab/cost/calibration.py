@@ -418,6 +418,11 @@ def probe_seconds(grid: Grid, cal: Calibration) -> float:
     return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
 
 
+def shipped_calibration(device: str) -> Calibration:
+    """The shipped calibration of the card ``device`` names (the default's for another or none)."""
+    return load_calibration(SHIPPED_CALIBRATIONS.get(model_of(device) or "", DEFAULT_CALIBRATION))
+
+
 def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None) -> Calibration:
     """The calibration a plan for the card ``gpu_model`` (None: :data:`DEFAULT_GPU_MODEL`) prices with:
     ``path`` scaled to the card; else ``make gpu-check``'s file when measured on that card (or none is

@@ -28,7 +28,7 @@ from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, CellWork, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
-from contrastlab.cost.measured import read_job_costs
+from contrastlab.cost.measured import read_job_costs, read_json
 from contrastlab.cost.packing import SHARES
 from contrastlab.cost.packing_measure import (
     STEP_COPY_MODULES,
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> Path:
     killed = _run_cells(grid, configfile, args.cores, args.workdir)
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     env = environment()
-    shipped = _shipped_calibration(str(env.get("device")))
+    shipped = cl_calibration.shipped_calibration(str(env.get("device")))
     dev_sentences = sts_dev_sentences(senteval_dir)
     rows, jobs, evaluations = _measured(grid, results, shipped, dev_sentences)
     write = functools.partial(
@@ -292,14 +292,6 @@ def _checks(grid: cl_config.Grid, rows, killed: bool, senteval_dir: str, device:
         "evaluation split": _encoded_on(grid, device),
         "GPU vs CPU evaluation": _gpu_vs_cpu(grid, senteval_dir, device),
     }
-
-
-def _shipped_calibration(device: str) -> cl_calibration.Calibration:
-    """The calibration ``make plan`` ships for this card (the default's for another or none)."""
-    card = cl_calibration.model_of(device) or ""
-    return cl_calibration.load_calibration(
-        cl_calibration.SHIPPED_CALIBRATIONS.get(card, cl_calibration.DEFAULT_CALIBRATION)
-    )
 
 
 def planned_seconds(
@@ -445,10 +437,7 @@ def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: floa
 def _encoding_record(grid: cl_config.Grid, cell) -> dict[str, Any]:
     """An encoding job's ``start`` and ``phases`` as its cell's metrics keep them (``encoding``, copied
     from the encoding job's record by the probe job); empty where the cell was not evaluated."""
-    try:
-        encoding = json.loads(_metrics_path(grid, cell).read_text()).get("encoding") or {}
-    except (OSError, ValueError):
-        return {}
+    encoding = read_json(_metrics_path(grid, cell)).get("encoding") or {}
     return {"start": encoding.get("start"), "phases": encoding.get("phases")}
 
 

@@ -81,7 +81,7 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
         age = Path(benchmark).stat().st_mtime - usage.stat().st_mtime
     except OSError:
         return None
-    rss = _number(_json(str(usage)).get("max_rss"))
+    rss = _number(read_json(str(usage)).get("max_rss"))
     # Written as the job ended, just before Snakemake wrote the benchmark file; one left by an earlier run
     # of the job (run again since without a warm start) is older than the benchmark file by far more.
     return rss if -5 <= age <= 60 else None
@@ -111,12 +111,7 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
     """The device a cell's GPU-side evaluation ran on, from its metrics file's ``encoding.device`` (an
     older ``vision.json``: its ``device``); ``None`` where absent."""
-    try:
-        data = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    data = read_json(metrics_path)
     encoding = data.get("encoding")
     if Path(metrics_path).name == "vision.json" and not isinstance(encoding, dict):
         return data.get("device")
@@ -150,7 +145,7 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
         metrics = results.metrics(place, record)
         # The image probes run on the CPU; a vision.json without `encoding` predates that split: its one
         # GPU job extracted the features and fitted the probes.
-        if rule != "evaluate_vision" or "encoding" not in _json(metrics):
+        if rule != "evaluate_vision" or "encoding" not in read_json(metrics):
             device = metrics_device(metrics)
     gpu_hours = seconds / 3600 if str(device or "").startswith("cuda") else None
     peak = peak if gpu_hours is not None else None
@@ -159,7 +154,8 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
     return dataclasses.replace(job, phases=phases, start=(end or {}).get("start")) if phases else job
 
 
-def _json(path: str) -> dict:
+def read_json(path: str | os.PathLike) -> dict:
+    """The JSON object at ``path``; ``{}`` where it is missing, unreadable or not an object."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -10,11 +10,10 @@ from dataclasses import replace
 
 from contrastlab.cost.calibration import (
     DEFAULT_CALIBRATION,
-    SHIPPED_CALIBRATIONS,
     Calibration,
     eval_seconds,
     load_calibration,
-    model_of,
+    shipped_calibration,
     train_seconds,
 )
 from contrastlab.cost.flops import CellWork
@@ -94,8 +93,7 @@ def rule_seconds(works: Iterable[CellWork], calibration: Calibration) -> dict[st
 def shipped_for(calibration: Calibration) -> Calibration | None:
     """The shipped file of ``calibration``'s card (the default's for an unknown card); None when
     ``calibration`` is a shipped file itself."""
-    shipped = SHIPPED_CALIBRATIONS.get(model_of(calibration.device) or "", DEFAULT_CALIBRATION)
-    reference = load_calibration(shipped)
+    reference = shipped_calibration(calibration.device)
     return None if reference.path == calibration.path else reference
 
 
