@@ -32,9 +32,9 @@ NONE = "—"
 
 @dataclass(frozen=True)
 class JobCost:
-    """One finished job: its rule, the paper and cell it belongs to (``cell`` is ``""`` for jobs of no
-    cell, such as a figure's), its wall seconds and peak resident memory (MB, ``None`` when Snakemake
-    could not measure it), and, for a job logged on a CUDA device, its GPU-hours and peak GPU memory."""
+    """One finished job: its rule, paper and cell (``""`` for a figure's job), wall seconds, peak resident
+    memory (MB, ``None`` where unmeasured), and, for a job logged on a CUDA device, its GPU-hours and peak
+    GPU memory."""
 
     rule: str
     paper: str
@@ -88,9 +88,8 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
 
 
 def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None, dict | None]:
-    """``(device, peak GPU memory in GiB, the end's record)`` from a training log: the ``device`` of its
-    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (``None``
-    where absent)."""
+    """``(device, peak GPU memory in GiB, the end's record)`` from a training log: its ``start`` event's
+    ``device``, its last ``end`` event's ``peak_gpu_memory_gib`` and record (``None`` where absent)."""
     device = peak = end = None
     try:
         lines = Path(log_path).read_text(encoding="utf-8").splitlines()
@@ -132,8 +131,8 @@ _DEVICE_RECORD = {
 
 
 def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | None) -> JobCost:
-    """The :class:`JobCost` of the benchmark file ``benchmarks/<rule>/<place>.tsv`` (``parts``: the
-    rule, then the place's parts, suffix removed), or of ``benchmarks/<rule>.tsv`` for a job of no cell."""
+    """The :class:`JobCost` of ``benchmarks/<rule>/<place>.tsv`` (``parts``: the rule, then the place's
+    parts), or of ``benchmarks/<rule>.tsv`` for a job of no cell."""
     rule, place = parts[0], "/".join(parts[1:])
     if not place:  # a figure's job: oar_synthetic, figure_analytic_<paper>
         return JobCost(rule, paper_of(rule.removeprefix("figure_analytic_")), "", seconds, rss)
@@ -165,8 +164,7 @@ def read_json(path: str | os.PathLike) -> dict:
 
 def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = None) -> list[JobCost]:
     """Every job with a benchmark file under ``<results_dir>/benchmarks``, sorted by rule and cell. A file
-    without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and left
-    out (the report must not fail over one damaged timing file)."""
+    without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     jobs = []
@@ -184,8 +182,7 @@ def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = 
 
 def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]]:
     """Move the benchmark files a run wrote before they were named by rule to ``benchmarks/<rule>/``;
-    returns the moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a
-    benchmark file."""
+    returns the moves, ``(from, to)``. Moving again moves nothing."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     moves = []
@@ -294,21 +291,16 @@ def _step(rule: str) -> str:
 
 
 def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
-    """One row per cell (training, encoding and evaluation together): wall time of each, the larger peak
-    RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``).
-    ``encode`` is the encoding job (SentEval's, or an image cell's features), ``evaluate`` its probes."""
+    """One row per cell: wall time of its training, encoding and probes (``evaluate``), the larger peak
+    RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``)."""
     rows = []
     for cell, group in sorted(grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
-        train = [j for j in group if _step(j.rule) == "train"]
-        encode = [j for j in group if _step(j.rule) == "encode"]
-        evaluate = [j for j in group if _step(j.rule) == "evaluate"]
+        steps = {s: [j.seconds for j in group if _step(j.rule) == s] for s in ("train", "encode", "evaluate")}
         peaks = [j.peak_gpu_gib for j in group if j.peak_gpu_gib is not None]
         rows.append(
             {
                 "cell": cell,
-                "train": hms(sum(j.seconds for j in train)) if train else NONE,
-                "encode": hms(sum(j.seconds for j in encode)) if encode else NONE,
-                "evaluate": hms(sum(j.seconds for j in evaluate)) if evaluate else NONE,
+                **{step: hms(sum(seconds)) if seconds else NONE for step, seconds in steps.items()},
                 "peak RSS (MB)": _rss(group),
                 "peak GPU mem (GiB)": f"{max(peaks):.1f}" if peaks else NONE,
                 "GPU-h": _gpu_hours(group),
@@ -321,10 +313,10 @@ def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
 def cost_blocks(
     results_dir: str | os.PathLike, projected: Projected | None = None, projected_note: str = ""
 ) -> list:
-    """The report's cost section (blocks, :mod:`contrastlab.blocks`) for the run in ``results_dir``: per
-    paper, per rule and per cell; one line saying so when no job has written a benchmark file yet. With
-    ``projected`` (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the
-    measured ones (``projected_note`` says how they were projected), or alone before any job ran."""
+    """The report's cost section (blocks) for the run in ``results_dir``: per paper, rule and cell; one
+    line when no job has written a benchmark file yet. With ``projected``
+    (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the measured ones (or
+    alone before any job ran), with ``projected_note`` saying how they were projected."""
     skipped: list[Path] = []
     jobs = read_job_costs(results_dir, skipped)
     blocks: list = [Heading(2, "Cost"), *([Paragraph(projected_note)] if projected_note else [])]
@@ -398,9 +390,8 @@ def _start(start: Mapping[str, Any] | None) -> str:
 
 
 def per_training_job(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
-    """One row per training job that recorded its phases: how it started (warm, or cold and why), each
-    phase's seconds (:data:`PHASE_COLUMNS`; "—" for one it did not record), the part of its total
-    outside its work (:data:`WORK_PHASES`) and Snakemake's wall time of the job."""
+    """One row per training job that recorded its phases: how it started, each phase's seconds
+    (:data:`PHASE_COLUMNS`), the part of its total outside its work (:data:`WORK_PHASES`), its wall time."""
     rows = []
     for job in (j for j in jobs if j.phases):
         phases = job.phases or {}
