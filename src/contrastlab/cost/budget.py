@@ -25,9 +25,8 @@ from contrastlab.paths import write_json
 
 # ------------------------------------------------------------------------------------------- searches
 def _distance(grid: cl_config.Grid, point: cl_search.SearchPoint, stage: Mapping[str, Any]) -> int:
-    """Grid steps between a search point (of ``stage``) and the configured settings: per grid axis, how
-    many values lie between the point's and the one nearest the configured value; per move around a
-    winner, how many lie between it and no move (× 1 or + 0)."""
+    """Grid steps between a search point (of ``stage``) and the configured settings: per grid axis, from
+    the value nearest the configured one; per move around a winner, from no move (× 1 or + 0)."""
     configured = grid.settings(point)
     steps = 0
     for axis, value in point.grid.items():
@@ -69,13 +68,13 @@ def pinned(grid: cl_config.Grid) -> dict[str, Any]:
 
 def plan_points(grid: cl_config.Grid, calibration: Calibration | None = None) -> list[cl_search.SearchPoint]:
     """The search points the default target trains (:func:`searched_points` with the results folder's
-    pins), none when the searches do not run with it (``searches.in_all: false``)."""
+    pins); none with ``searches.in_all: false``."""
     return searched_points(grid, calibration, pins=pinned(grid)) if grid.options.searches_in_all else []
 
 
 def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) -> Path | None:
-    """Pin, per budgeted search, the points it kept (called when the workflow starts executing); an
-    existing pin that still matches is left as it is. Returns the file, or None without a budget."""
+    """Pin, per budgeted search, the points it kept (when the workflow starts executing), leaving a pin
+    that still matches. Returns the file, or None without a budget."""
     points = list(points)
     pins = pinned(grid)
     candidates = cl_search.search_points(grid)
@@ -101,12 +100,11 @@ def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) ->
 def searched_points(
     grid: cl_config.Grid, calibration: Calibration | None = None, pins: Mapping[str, Any] | None = None
 ) -> list[cl_search.SearchPoint]:
-    """The points of the config's searches (:func:`contrastlab.search.search_points`) that each search's
-    ``budget_gpu_hours`` pays for, in grid order: nearest the configured settings first (ties: earlier
-    stage, then grid order), each at its projected training time (a point shared with a configured cell
-    costs nothing); a point that would pass the budget is dropped. Raises
-    :class:`~contrastlab.config.ConfigError` when a stage keeps no point. A search whose pin (``pins``)
-    still matches keeps the pinned points, whatever the calibration."""
+    """The points of the config's searches that each ``budget_gpu_hours`` pays for, in grid order: taken
+    nearest the configured settings first (then earlier stage, grid order) at their projected training
+    time (a point shared with a configured cell costs nothing), dropping any that would pass the budget;
+    a search whose pin (``pins``) still matches keeps its pinned points. Raises
+    :class:`~contrastlab.config.ConfigError` when a stage keeps no point."""
     points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):

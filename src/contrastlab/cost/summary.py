@@ -20,9 +20,8 @@ NODE_GPUS = 8
 
 
 def fp32_hours(jobs: Sequence[Any], works: Mapping[str, CellWork], card: str | None) -> tuple[float, float]:
-    """``(GPU-hours, floor hours)`` of the cells that train in IEEE fp32 as configured: the projected
-    hours of their jobs (training and encoding), and their training steps' FLOPs at ``card``'s fp32 peak
-    (0 for an unknown card). ``works``: each training job's cell -> its :class:`CellWork` as configured."""
+    """``(GPU-hours, floor hours)`` of the cells that train in IEEE fp32 as configured: their jobs'
+    projected hours, and their training FLOPs at ``card``'s fp32 peak (0 for an unknown card)."""
     train = [j for j in jobs if j.rule.startswith("train") and j.precision.get(AS_CONFIGURED) == "fp32"]
     cells = {j.cell for j in train}
     hours = sum(j.seconds[AS_CONFIGURED] for j in jobs if j.cell in cells) / 3600
@@ -40,8 +39,7 @@ def summary_lines(
     cpus_per_gpu: int,
     chosen: str = AS_CONFIGURED,
 ) -> list[str]:
-    """A few lines: the calibration (and why), the totals, the fp32 share and floor, the 8-GPU makespan
-    under the precision choice ``chosen`` (the makespan section's, so the two agree)."""
+    """The summary's lines (module docstring); the makespan under ``chosen``, as the makespan section's."""
     totals = {c: sum(j.seconds[c] for j in jobs) / 3600 for c in (AS_CONFIGURED, *SIDE_BY_SIDE)}
     fp32, floor = fp32_hours(jobs, works, card)
     node = simulate(plan_jobs(jobs, probe_seconds, chosen), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
