@@ -17,9 +17,7 @@ from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan, rows
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.paths import REPO_ROOT
-
-H200 = cl_calibration.SHIPPED_CALIBRATIONS["H200"]
-H100 = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
+from tests.cost.common import H100, H200, config_grid, config_yaml
 
 
 def test_the_padding_free_ratio_is_rebuilt_from_the_committed_benchmark():
@@ -51,7 +49,7 @@ def test_the_ratio_prices_every_ieee_fp32_sentence_cell_of_config_yaml():
     """Every sentence cell of config.yaml that trains in IEEE fp32 (198: BERT and RoBERTa, base and
     large) is padding-free on wiki1m's profile, and its step is the padded step's FLOP time × 0.7965
     (GPU-bound: above its launches) plus the step overhead; the fp16 sentence cells are not."""
-    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    grid = config_grid()
     cal = cl_calibration.load_calibration(H200)
     rate = cal.achieved_tflops["sentence"]["fp32"] * 1e12
     assert rate == 37.2e12 and cal.overheads_s["sentence_step"] == 0.0
@@ -125,8 +123,7 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
     """config.yaml on the H200, as configured and all bf16 (22:26 and 9:14): the summary's line and the
     table's 8-GPU row are one simulation, of the same jobs under the same precision choice."""
     monkeypatch.setattr(cl_calibration, "measured_calibration", lambda: tmp_path / "none.json")
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    plan.plan_report(config, chosen, None, tmp_path, gpu_model="H200", echo=False)
+    plan.plan_report(config_yaml(), chosen, None, tmp_path, gpu_model="H200", echo=False)
     text = (tmp_path / "plan.md").read_text()
     summary = re.search(r"- Makespan on one 8-GPU node(, all bf16)?: (\d+:\d\d) \(h:mm\)\.", text)
     row = re.search(r"^\| 8 \| 64 \| (\d+:\d\d) \|", text, re.M)
