@@ -3,6 +3,8 @@ settings, the shipped calibrations, a calibration of measured runs written and r
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
@@ -59,6 +61,11 @@ def config_totals(monkeypatch, cal, image: dict | None = None, **sentence) -> li
     jobs = plan.make_plan(config_grid(), cal)
     monkeypatch.undo()
     return [round(plan.total_hours(jobs, c), 1) for c in CHOICES]
+
+
+def planned(rule: str, cell: str, hours: float, cpu_after_s: float = 0.0) -> SimpleNamespace:
+    """A job of the plan with its seconds as configured."""
+    return SimpleNamespace(rule=rule, cell=cell, seconds={"config": hours * 3600}, cpu_after_s=cpu_after_s)
 
 
 def flat_rates(tflops: float = 1.0) -> list[cl_calibration.Measurement]:

@@ -29,7 +29,7 @@ def _toy_grid(**resources) -> cl_config.Grid:
 
 def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
     """1 TFLOP/s everywhere, 10 s start-up; ``speedups``: measured packing figures (else the default's)."""
-    options = {"overheads_s": {"train_startup": 10}, "gpu_memory_gib": 80, "packing_speedup": speedups}
+    options = {"overheads_s": {"train_startup": 10}, "gpu_memory_gib": 80, "packing": {"speedup": speedups}}
     return written_calibration(tmp_path / "cal.json", flat_rates(), **options)
 
 
@@ -240,7 +240,7 @@ def test_a_pack_is_a_job_group_of_its_share():
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):
     data = cl_calibration.calibration_from_measurements(
-        [], device="toy", source="test", packing_speedup={"bf16": {2: -1.0}}
+        [], device="toy", source="test", packing={"speedup": {"bf16": {2: -1.0}}}
     )
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(data))

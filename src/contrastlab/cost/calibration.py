@@ -275,13 +275,13 @@ def calibration_from_measurements(
     source: str,
     overheads_s: Mapping[str, float] | None = None,
     gpu_memory_gib: float | None = None,
-    packing_speedup: Mapping[str, Mapping[int, float]] | None = None,
-    packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
+    packing: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
     missing_parts: Sequence[str] = (),
 ) -> dict:
     """The calibration dict (docs/cost.md) of measured runs: per (track, precision) the mean achieved
     TFLOP/s, each step time less the track's ``<track>_step`` overhead (0 unless in ``overheads_s``);
-    ``packing_*``: measured speed-ups of several cells on one GPU; ``missing_parts``: parts not measured."""
+    ``packing``: measured speed-ups of several cells on one GPU by key (``speedup`` and its variants,
+    precision -> count -> speed-up); ``missing_parts``: the parts of ``make gpu-check`` not measured."""
     measurements = list(measurements)
     overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")}
     if any(m.track == "vision_large" for m in measurements):
@@ -316,22 +316,15 @@ def calibration_from_measurements(
     }
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
-    if packing := _packing_section(source, packing_speedup, packing_variants):
-        out["packing"] = packing
+    if written := {key: figures for key, figures in (packing or {}).items() if figures}:
+        out["packing"] = _packing_section(source, written)
     if missing_parts:
         out["missing_parts"] = list(missing_parts)
     return out
 
 
-def _packing_section(
-    source: str,
-    speedup: Mapping[str, Mapping[int, float]] | None,
-    variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None,
-) -> dict[str, Any]:
-    """A calibration's ``packing`` of measured figures, counts as strings; empty without a figure."""
-    written = {key: by for key, by in {"speedup": speedup, **(variants or {})}.items() if by}
-    if not written:
-        return {}
+def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[str, Any]:
+    """A calibration's ``packing`` of measured figures, counts as strings."""
     return {
         "measured": True,
         "source": f"{source}: 1, 2 and 4 concurrent small cells",

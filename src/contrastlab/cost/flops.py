@@ -279,7 +279,7 @@ def _total_steps(s: Mapping[str, Any], steps_per_epoch: int, default_epochs: int
     return steps_per_epoch * int(s.get("epochs", default_epochs))
 
 
-def _schedule_points(steps: int, every: int | None) -> int:
+def schedule_points(steps: int, every: int | None) -> int:
     """Step 0, every ``every``-th step and the last (the trainer's evaluation and analysis points)."""
     if not every:
         return 0
@@ -377,10 +377,10 @@ def _sentence_work(
     # 6·N·T over its time, attention's share of that time included.
     fraction = padding_free_fraction(model, length, real) if padding_free else 1.0
     step_flops = padded_step_flops * fraction
-    dev_points = _schedule_points(steps, int(s.get("eval_every", 125)))
+    dev_points = schedule_points(steps, int(s.get("eval_every", 125)))
     dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
-    analysis_flops = _schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
+    analysis_flops = schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
     precision = _resolved(s.get("precision"), bf16)
     grad_accum = int(s.get("grad_accum", 1))
     dev_batch = int(mode.dev_batch)

@@ -26,8 +26,6 @@ from typing import Any
 from contrastlab.blocks import Bullets, Heading, Paragraph, Table, to_markdown
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
-    PACKING_VARIANTS,
-    VISION_PACKING_KEY,
     Calibration,
     Measurement,
     calibration_from_measurements,
@@ -208,11 +206,9 @@ def measured_overheads(
     return out
 
 
-def packing_figures(
-    packing: Iterable[Mapping[str, Any]],
-) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
-    """The calibration's ``packing.speedup`` and its variants from the packing series, per the precision
-    the copies ran; an image step's per batch (``vision_speedup_b64``)."""
+def packing_figures(packing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
+    """The calibration's packing figures (``speedup``, ``speedup_mps``, an image step's per batch:
+    ``vision_speedup_b64``) from the packing series, per the precision the copies ran."""
     figures: dict[str, dict[str, dict[int, float]]] = {}
     for series in packing:
         # an image step's figures by the batch it ran (the plan prices a cell at its own batch only)
@@ -223,8 +219,7 @@ def packing_figures(
             if r["k"] > 1:
                 precision = r.get("precision") or series["precision"]
                 figures.setdefault(key, {}).setdefault(precision, {})[r["k"]] = r["speedup"]
-    variants = {k: v for k, v in figures.items() if k in PACKING_VARIANTS or VISION_PACKING_KEY.fullmatch(k)}
-    return figures.pop("speedup", {}), variants
+    return figures
 
 
 def calibration(
@@ -242,7 +237,6 @@ def calibration(
         Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
         for r in rows
     ]
-    speedup, variants = packing_figures(packing)
     source = f"make gpu-check on {env.get('device')} ({env.get('date')})"
     return calibration_from_measurements(
         measured,
@@ -250,8 +244,7 @@ def calibration(
         source=source + (f", without its {', '.join(missing)} part" if missing else ""),
         overheads_s=measured_overheads(rows, evaluations),
         gpu_memory_gib=env.get("gpu_memory_gib"),
-        packing_speedup=speedup,
-        packing_variants=variants,
+        packing=packing_figures(packing),
         missing_parts=missing,
     )
 

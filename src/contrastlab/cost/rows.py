@@ -29,6 +29,7 @@ from contrastlab.cost.flops import (
     STEP_LAUNCHES,
     STSB_DEV_SENTENCES,
     STSB_DEV_TOKENS,
+    schedule_points,
     training_step_flops,
     vision_forward,
 )
@@ -142,9 +143,8 @@ def read_bench(path: str | Path) -> dict[str, Any]:
 
 
 def _evaluations(row: Mapping[str, Any]) -> int:
-    """Dev evaluations of a trainer run: step 0, every ``eval_every`` and the last."""
-    steps, every = row["settings"]["max_steps"], row["settings"]["eval_every"]
-    return 1 + steps // every + (1 if steps % every else 0)
+    """Dev evaluations of a trainer run."""
+    return schedule_points(row["settings"]["max_steps"], row["settings"]["eval_every"])
 
 
 def _dev_calls(row: Mapping[str, Any]) -> int:

@@ -134,7 +134,8 @@ def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list
     return out
 
 
-def _hm(seconds: float) -> str:
+def hm(seconds: float) -> str:
+    """``h:mm`` of a duration in seconds (rounded to the minute)."""
     minutes = round(seconds / 60)
     return f"{minutes // 60}:{minutes % 60:02d}"
 
@@ -159,10 +160,10 @@ def schedule_lines(
             {
                 "GPUs": str(gpus),
                 "CPU slots": str(result.cpus),
-                "makespan (h:mm)": _hm(result.makespan_s),
+                "makespan (h:mm)": hm(result.makespan_s),
                 "GPU utilisation": f"{result.gpu_utilisation:.0%}",
-                "bound: GPU work ÷ N": _hm(gpu_work / gpus),
-                "bound: critical path": _hm(result.critical_path_s),
+                "bound: GPU work ÷ N": hm(gpu_work / gpus),
+                "bound: critical path": hm(result.critical_path_s),
             }
         )
     return [

@@ -13,7 +13,7 @@ from typing import Any
 from contrastlab.cost.calibration import SIDE_BY_SIDE, Calibration
 from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork
-from contrastlab.cost.schedule import plan_jobs, simulate
+from contrastlab.cost.schedule import hm, plan_jobs, simulate
 
 #: The node whose makespan the summary states.
 NODE_GPUS = 8
@@ -43,7 +43,6 @@ def summary_lines(
     totals = {c: sum(j.seconds[c] for j in jobs) / 3600 for c in (AS_CONFIGURED, *SIDE_BY_SIDE)}
     fp32, floor = fp32_hours(jobs, works, card)
     node = simulate(plan_jobs(jobs, probe_seconds, chosen), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
-    minutes = round(node.makespan_s / 60)
     total = totals[AS_CONFIGURED]
     lines = [
         f"### Summary ({card or calibration.device})",
@@ -62,7 +61,7 @@ def summary_lines(
         )
     which = "" if chosen == AS_CONFIGURED else f", all {chosen}"
     lines += [
-        f"- Makespan on one {NODE_GPUS}-GPU node{which}: {minutes // 60}:{minutes % 60:02d} (h:mm).",
+        f"- Makespan on one {NODE_GPUS}-GPU node{which}: {hm(node.makespan_s)} (h:mm).",
         "",
     ]
     return lines
