@@ -12,7 +12,6 @@ benchmark folders were named by rule.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -87,14 +86,14 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
     return rss if -5 <= age <= 60 else None
 
 
-def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None, dict | None]:
-    """``(device, peak GPU memory in GiB, the end's record)`` from a training log: its ``start`` event's
-    ``device``, its last ``end`` event's ``peak_gpu_memory_gib`` and record (``None`` where absent)."""
-    device = peak = end = None
+def training_device(log_path: str | os.PathLike) -> tuple[str | None, dict]:
+    """``(device, end)`` from a training log: its ``start`` event's ``device`` (``None`` where absent) and
+    its last ``end`` event (``{}`` where absent)."""
+    device, end = None, {}
     try:
         lines = Path(log_path).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return None, None, None
+        return device, end
     for line in lines:
         try:
             event = json.loads(line)
@@ -103,8 +102,8 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
         if event.get("event") == "start":
             device = event.get("device")
         elif event.get("event") == "end":
-            peak, end = event.get("peak_gpu_memory_gib"), event
-    return device, peak, end
+            end = event
+    return device, end
 
 
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
@@ -136,10 +135,10 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
     rule, place = parts[0], "/".join(parts[1:])
     if not place:  # a figure's job: oar_synthetic, figure_analytic_<paper>
         return JobCost(rule, paper_of(rule.removeprefix("figure_analytic_")), "", seconds, rss)
-    device = peak = end = None
+    device, end = None, {}
     record = _DEVICE_RECORD.get(rule)
     if record == "log":
-        device, peak, end = training_device(results.checkpoint(place, "train_log.jsonl"))
+        device, end = training_device(results.checkpoint(place, "train_log.jsonl"))
     elif record is not None:
         metrics = results.metrics(place, record)
         # The image probes run on the CPU; a vision.json without `encoding` predates that split: its one
@@ -147,10 +146,9 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
         if rule != "evaluate_vision" or "encoding" not in read_json(metrics):
             device = metrics_device(metrics)
     gpu_hours = seconds / 3600 if str(device or "").startswith("cuda") else None
-    peak = peak if gpu_hours is not None else None
-    phases = (end or {}).get("phases")
-    job = JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
-    return dataclasses.replace(job, phases=phases, start=(end or {}).get("start")) if phases else job
+    peak = end.get("peak_gpu_memory_gib") if gpu_hours is not None else None
+    phases, start = (end.get("phases"), end.get("start")) if end.get("phases") else (None, None)
+    return JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours, peak, phases, start)
 
 
 def read_json(path: str | os.PathLike) -> dict:

@@ -76,11 +76,6 @@ def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | Non
     return row | {key: copies[0][key] for key in ("mode", "precision") if key in copies[0]}
 
 
-def _check_counts(counts: Sequence[int]) -> None:
-    if not counts or counts[0] != 1:
-        raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
-
-
 def pooled_rows(
     series: Mapping[str, Callable[[], StepCopy]],
     counts: Sequence[int],
@@ -96,7 +91,8 @@ def pooled_rows(
     barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA starts (an
     MPS daemon's pipe); ``forkserver_preload``: :func:`_context`. Raises ``RuntimeError`` (one line) when
     a worker fails or is silent for ``timeout`` seconds."""
-    _check_counts(counts)
+    if not counts or counts[0] != 1:
+        raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
     ctx = _context(forkserver_preload)
     workers = max(counts)
     results, barrier = ctx.Queue(), ctx.Barrier(workers, timeout=timeout)
@@ -185,11 +181,15 @@ def mps_daemon(timeout: float = 30) -> Iterator[dict[str, str] | None]:
 
 
 class StepCopy:
-    """One copy's training step, built and warmed up in this process: :meth:`time` runs ``steps`` more
-    and returns their rate, the peak GPU memory (CUDA), the step ``mode`` and the resolved ``precision``."""
+    """One copy's training step, built in this process and warmed up by ``warmup`` untimed steps
+    (optimiser state, kernel choice, allocator): :meth:`time` runs ``steps`` more and returns their rate,
+    the peak GPU memory (CUDA), the step ``mode`` and the resolved ``precision``."""
 
-    def __init__(self, step: Callable[[], Any], device, mode: str, precision: str) -> None:
-        self.step, self.device, self.mode, self.precision = step, device, mode, precision
+    def __init__(self, step, device, precision: str, warmup: int, *, graph: bool, padding_free: bool = False):
+        for _ in range(warmup):
+            step()
+        mode = families.StepMode(graph=graph, compile=False, padding_free=padding_free, dev_batch=None)
+        self.step, self.device, self.mode, self.precision = step, device, mode.name, precision
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -244,7 +244,7 @@ def sentence_step(
 ) -> StepCopy:
     """A :class:`StepCopy` of the sentence trainer's step in its mode for ``settings``
     (:func:`trainer_settings`) on a random ``config_class(**model_config)`` encoder at ``batch`` sentences
-    × ``length`` tokens, after ``warmup`` untimed steps."""
+    × ``length`` tokens."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     where = torch.device(device)
@@ -263,20 +263,16 @@ def sentence_step(
     lengths[0] = length
     chunk = (ids, (torch.arange(length, device=where) < lengths[:, None]).to(ids.dtype))
     parts = (run, model, head, build_loss("infonce"), optimizer, params)
-    step = training_step(*parts, chunk, graph=bool(s.cuda_graph), padding_free=bool(s.padding_free))
-    for _ in range(warmup):  # optimiser state, kernel choice, allocator
-        step(*chunk)
-    mode = families.StepMode(
-        graph=bool(s.cuda_graph), compile=False, padding_free=bool(s.padding_free), dev_batch=None
-    )
-    return StepCopy(lambda: step(*chunk), where, mode.name, resolved)
+    mode = {"graph": bool(s.cuda_graph), "padding_free": bool(s.padding_free)}
+    step = training_step(*parts, chunk, **mode)
+    return StepCopy(lambda: step(*chunk), where, resolved, warmup, **mode)
 
 
 def vision_step(
     *, settings: Mapping[str, Any], device: str, warmup: int, state_dir: str, n_images: int, threads: int = 1
 ) -> StepCopy:
     """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` as the trainer runs it on
-    ``device`` (:func:`trainer_image_graph`), on random images, after ``warmup`` untimed steps; without
+    ``device`` (:func:`trainer_image_graph`), on random images; without
     OAR's labelled pass (its batches need the dataset; the copy times the contrastive step)."""
     s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)
@@ -289,10 +285,7 @@ def vision_step(
     images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
     parts = (built.forward_encoder, built.head, built.loss_fn, built.optimizer, built.params)
     step = _image_step(run, s, parts, (built.augment, built.views, images), built.memory_format, graph=graph)
-    for _ in range(warmup):
-        step()
-    mode = families.StepMode(graph=graph, compile=False, padding_free=False, dev_batch=None)
-    return StepCopy(step, where, mode.name, run.precision.name)
+    return StepCopy(step, where, run.precision.name, warmup, graph=graph)
 
 
 def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool) -> Callable[[], Any]:
