@@ -60,15 +60,13 @@ WAIT_AFTER = "CONTRASTLAB_GPU_CHECK_WAIT_AFTER"
 WAIT_S = 600
 
 
-def encoding_difference(
-    model_dir: str | Path, sentences: list[str], device: str, *, pooling: str = "cls"
-) -> float:
+def encoding_difference(model_dir: str | Path, sentences: list[str], device: str) -> float:
     """Largest relative L2 difference between the embeddings of ``sentences`` by the checkpoint at
     ``model_dir`` encoded on ``device`` and on the CPU (the evaluator's encoder, IEEE fp32 on both)."""
     embeddings = {}
     for where in dict.fromkeys([device, "cpu"]):
         model, tokenizer = load_backbone(model_dir, device=where)
-        embeddings[where] = make_encoder(model, tokenizer, pooling=pooling, progress=False)(sentences)
+        embeddings[where] = make_encoder(model, tokenizer, pooling="cls", progress=False)(sentences)
     gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
     return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
 
@@ -151,7 +149,6 @@ def measure_packing(
     series: Mapping[str, tuple[str, str, Callable]],
     *,
     steps: int,
-    counts: Sequence[int] = SHARES,
     timeout: float = 600,
     forkserver_preload: Sequence[str] | None = None,
     pool: Callable[..., Mapping[str, list]] = pooled_rows,
@@ -170,7 +167,7 @@ def measure_packing(
             else:
                 options = {"steps": steps, "timeout": timeout, "env": env}
                 try:
-                    measured = pool(builds, counts, forkserver_preload=forkserver_preload, **options)
+                    measured = pool(builds, SHARES, forkserver_preload=forkserver_preload, **options)
                 except RuntimeError as err:
                     measured = str(err)
         for name, (track, precision, _, batch) in series.items():

@@ -94,12 +94,10 @@ def shipped_for(calibration: Calibration) -> Calibration | None:
     return None if reference.path == calibration.path else reference
 
 
-def moved_rules(
-    works: Mapping[str, CellWork], calibration: Calibration, reference: Calibration | None = None
-) -> list[str]:
+def moved_rules(works: Mapping[str, CellWork], calibration: Calibration) -> list[str]:
     """One line per GPU rule whose total under ``calibration`` moves by more than :data:`MOVE_LIMIT`
-    against ``reference`` (default: :func:`shipped_for`), naming the figure that moves it most."""
-    reference = reference or shipped_for(calibration)
+    against the shipped file of its card (:func:`shipped_for`), naming the figure that moves it most."""
+    reference = shipped_for(calibration)
     if reference is None:
         return []
     cells = list(works.values())
