@@ -6,6 +6,7 @@ CUDA defaults (one CUDA graph per step, dev batch 512) are what the plan prices;
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import pytest
@@ -169,13 +170,10 @@ GPU_PLAN_FIGURES = {
 
 
 def _at(data, figures: dict) -> dict:
-    out = {}
-    for keys in figures:
-        value = data
-        for key in keys:
-            value = value[key] if isinstance(value, dict) else getattr(value, key)
-        out[keys] = value
-    return out
+    def step(value, key):
+        return value[key] if isinstance(value, dict) else getattr(value, key)
+
+    return {keys: functools.reduce(step, keys, data) for keys in figures}
 
 
 def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: float):
