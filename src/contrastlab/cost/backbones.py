@@ -27,13 +27,9 @@ HUB_CONFIGS = {
     "FacebookAI/roberta-large": ("roberta", 1024, 24, 4096, 16, 50265, 514, 1),
 }
 
-#: The former ids of those repositories, which config.yaml names and the Hub redirects to them.
-FORMER_HUB_IDS = {
-    "bert-base-uncased": "google-bert/bert-base-uncased",
-    "bert-large-uncased": "google-bert/bert-large-uncased",
-    "roberta-base": "FacebookAI/roberta-base",
-    "roberta-large": "FacebookAI/roberta-large",
-}
+#: The former ids of those repositories (their names without the organisation), which config.yaml names
+#: and the Hub redirects to them.
+FORMER_HUB_IDS = {hf_id.split("/")[1]: hf_id for hf_id in HUB_CONFIGS}
 
 #: The architecture of each known repository (as above, less the model type) by every id the Hub answers
 #: to (benchmarks/train_throughput.py builds its models from it).
