@@ -1,19 +1,6 @@
-"""What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, and its peak
-GPU memory, from the config alone (no model is built; Hugging Face configs are read where present).
-The model and its measured checks are in docs/cost.md.
-
-FLOPs (2 per multiply-add; attention's scores, under 1% at 32 tokens, and the losses left out):
-sentence training ``6 × N × tokens`` per step (Kaplan et al. 2020; N the non-embedding parameters,
-tokens = batch × 2 views × ``max_length``, to which dynamic padding pads every batch of wiki1m);
-a padding-free step the padded step's × :func:`padding_free_fraction`, so that a padded step's
-measured rate still applies; forward-only passes (dev, analysis probe, SentEval encoding in fp32)
-``2 × N × tokens``; vision training ``3 × F × images`` (F: :func:`vision_forward` per image, both
-views, plus OAR's labelled pass). Whether a step is padding-free, a graph or eager is the trainer's
-rule (:func:`sentence_mode`, :func:`vision_mode`) at the precision the cell resolves to on the card.
-
-Peak GPU memory (an estimate): 16 bytes per parameter with Adam (12 with SGD's momentum), activations
-(transformers: Korthikanti et al. 2022; ResNets: the outputs backward keeps), the images kept on the
-device, and :data:`FIXED_GPU_GIB`.
+"""What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, its host
+launches and its peak GPU memory, from the config alone (no model is built; Hugging Face configs are read
+where present). The model, step by step, and its measured checks: docs/cost.md ("The FLOPs model").
 """
 
 from __future__ import annotations
@@ -102,8 +89,9 @@ GIB = 2**30
 
 # ---------------------------------------------------------------------------------------------- models
 def training_step_flops(non_embedding: int, sentences: int, length: int) -> float:
-    """``6 · N · tokens`` (module docstring) of one training step over ``sentences`` sentences seen twice
-    at ``length`` tokens: the one FLOP model of the plan, ``make gpu-check`` and the benchmarks."""
+    """``6 · N · tokens`` (Kaplan et al. 2020; N the non-embedding parameters) of one training step over
+    ``sentences`` sentences seen twice at ``length`` tokens: the one FLOP model of the plan, ``make
+    gpu-check`` and the benchmarks."""
     return 6.0 * non_embedding * sentences * 2 * length
 
 
