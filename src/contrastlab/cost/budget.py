@@ -19,7 +19,7 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
-from contrastlab.cost.measured import read_json
+from contrastlab.cost.measured import grouped, read_json
 from contrastlab.paths import write_json
 
 
@@ -78,11 +78,11 @@ def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) ->
     points = list(points)
     pins = pinned(grid)
     candidates = cl_search.search_points(grid)
-    for experiment in dict.fromkeys(p.experiment for p in candidates):
+    for experiment, group in grouped(candidates, lambda p: p.experiment).items():
         spec = grid.experiment(experiment).search or {}
         if spec.get("budget_gpu_hours") is None:
             continue
-        fingerprint = _search_fingerprint(spec, [p for p in candidates if p.experiment == experiment])
+        fingerprint = _search_fingerprint(spec, group)
         if (pins.get(experiment) or {}).get("fingerprint") != fingerprint:
             kept = [_point_id(p) for p in points if p.experiment == experiment]
             pins[experiment] = {
@@ -107,8 +107,7 @@ def searched_points(
     :class:`~contrastlab.config.ConfigError` when a stage keeps no point."""
     points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []
-    for experiment in dict.fromkeys(p.experiment for p in points):
-        group = [p for p in points if p.experiment == experiment]
+    for experiment, group in grouped(points, lambda p: p.experiment).items():
         spec = grid.experiment(experiment).search or {}
         budget = spec.get("budget_gpu_hours")
         if budget is None:
