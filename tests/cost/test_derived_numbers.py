@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from types import SimpleNamespace
 
 import pytest
 
@@ -17,9 +16,7 @@ from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan, rows
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.paths import REPO_ROOT
-
-H200 = cl_calibration.SHIPPED_CALIBRATIONS["H200"]
-H100 = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
+from tests.cost.common import H100, H200, config_grid, config_yaml, planned
 
 
 def test_the_padding_free_ratio_is_rebuilt_from_the_committed_benchmark():
@@ -51,7 +48,7 @@ def test_the_ratio_prices_every_ieee_fp32_sentence_cell_of_config_yaml():
     """Every sentence cell of config.yaml that trains in IEEE fp32 (198: BERT and RoBERTa, base and
     large) is padding-free on wiki1m's profile, and its step is the padded step's FLOP time × 0.7965
     (GPU-bound: above its launches) plus the step overhead; the fp16 sentence cells are not."""
-    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    grid = config_grid()
     cal = cl_calibration.load_calibration(H200)
     rate = cal.achieved_tflops["sentence"]["fp32"] * 1e12
     assert rate == 37.2e12 and cal.overheads_s["sentence_step"] == 0.0
@@ -100,22 +97,18 @@ def test_a_card_without_tf32_or_bf16_units_prices_them_at_its_fp32_rate():
     assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(200 * 156 / 495, rel=1e-12)
 
 
-def _planned(rule: str, cell: str, hours: float) -> SimpleNamespace:
-    return SimpleNamespace(rule=rule, cell=cell, seconds={"config": hours * 3600}, cpu_after_s=0.0)
-
-
 def test_the_makespan_rows_by_hand_with_the_gpus_utilisation():
     """Two cells: a (train 10 h, encode 2 h), b (train 4 h, encode 1 h), each probe 5 h on the CPU, one
     CPU slot per GPU. 1 GPU: train a 0-10, train b 10-14, encode a 14-16, encode b 16-17; probes a
     16-21, b 21-26: 26 h, the GPU busy 17 of 26 h = 65%. 2 GPUs: a 0-12 and b 0-5 side by side, probes
     b 5-10 and a 12-17: 17 h, busy 17 of 2 × 17 GPU-h = 50%."""
-    planned = [
-        _planned("train", "e/m/a/seed1", 10),
-        _planned("encode", "e/m/a/seed1", 2),
-        _planned("train", "e/m/b/seed1", 4),
-        _planned("encode", "e/m/b/seed1", 1),
+    jobs = [
+        planned("train", "e/m/a/seed1", 10),
+        planned("encode", "e/m/a/seed1", 2),
+        planned("train", "e/m/b/seed1", 4),
+        planned("encode", "e/m/b/seed1", 1),
     ]
-    lines = schedule_lines(planned, 5 * 3600, "config", [2, 1], cpus_per_gpu=1)
+    lines = schedule_lines(jobs, 5 * 3600, "config", [2, 1], cpus_per_gpu=1)
     table = [line for line in lines if re.match(r"\| \d", line)]
     assert table == ["| 1 | 1 | 26:00 | 65% | 17:00 | 17:00 |", "| 2 | 2 | 17:00 | 50% | 8:30 | 17:00 |"]
 
@@ -125,8 +118,7 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
     """config.yaml on the H200, as configured and all bf16 (22:26 and 9:14): the summary's line and the
     table's 8-GPU row are one simulation, of the same jobs under the same precision choice."""
     monkeypatch.setattr(cl_calibration, "measured_calibration", lambda: tmp_path / "none.json")
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    plan.plan_report(config, chosen, None, tmp_path, gpu_model="H200", echo=False)
+    plan.plan_report(config_yaml(), chosen, None, tmp_path, gpu_model="H200", echo=False)
     text = (tmp_path / "plan.md").read_text()
     summary = re.search(r"- Makespan on one 8-GPU node(, all bf16)?: (\d+:\d\d) \(h:mm\)\.", text)
     row = re.search(r"^\| 8 \| 64 \| (\d+:\d\d) \|", text, re.M)

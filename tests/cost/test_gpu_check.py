@@ -20,8 +20,9 @@ from contrastlab.cost import gpu_check, provenance
 from contrastlab.cost import gpu_report as R
 from contrastlab.cost import plan as cl_plan
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import Results
 from contrastlab.training import snapshots
+from tests.cost.common import config_grid, preset_grid, written_calibration
 
 #: The plan's FLOPs of one step: 6 · N · batch 64 · 2 views · 32 tokens, N = 85,054,464 (BERT-base).
 PLAN_STEP_FLOPS = 6 * 85_054_464 * 64 * 2 * 32
@@ -94,7 +95,7 @@ def test_the_dev_evaluation_is_its_fixed_cost_unscaled_without_the_work_the_plan
 def test_the_dev_work_of_a_fixture_evaluation_is_its_share_of_sts_b_devs_flops_and_one_call():
     """The preset's BERT-base cell: 4 dev evaluations, 6 calls each at dev batch 512; 32 sentences are
     32/2909 of one evaluation's FLOPs at the shipped fp32 rate and one call of 3.93 ms."""
-    grid = cl_config.Grid(cl_config.load(cl_calibration.GPU_CHECK_PRESET))
+    grid = preset_grid()
     work = cell_work(grid, next(c for c in grid.cells if c.method == "bf16"))
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     assert (work.dev_evaluations, work.dev_calls) == (4, 24)
@@ -120,7 +121,7 @@ H200_2026_11_28_ENCODINGS = (27.0, 28.0, 31.0, 31.0, 29.0, 26.0)
 
 
 def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
-    grid = cl_config.Grid(cl_config.load(cl_calibration.GPU_CHECK_PRESET))
+    grid = preset_grid()
     cells = {c.method: c for c in grid.cells if grid.experiment(c.experiment).track == "sentence"}
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     rows = []
@@ -151,14 +152,8 @@ def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
         for r in rows
         if r["steps_per_s"]
     ]
-    path = tmp_path / "calibration.json"
-    cl_calibration.write_calibration(
-        path,
-        cl_calibration.calibration_from_measurements(
-            measured, device="NVIDIA H200", source="2026-11-28", overheads_s=overheads, gpu_memory_gib=140.4
-        ),
-    )
-    return cl_calibration.load_calibration(path)
+    options = {"overheads_s": overheads, "gpu_memory_gib": 140.4, "source": "2026-11-28"}
+    return written_calibration(tmp_path / "calibration.json", measured, "NVIDIA H200", **options)
 
 
 def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_within_2_gpu_hours(tmp_path):
@@ -175,8 +170,7 @@ def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_withi
     # with the shipped rates they go with
     assert "overheads_s.vision_large_image" in calibration.filled_from_default
     assert calibration.padding_free_ratio == {"fp32": 0.7965}
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    grid = cl_config.Grid(config)
+    grid = config_grid()
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     assert cl_plan.total_hours(cl_plan.make_plan(grid, shipped)) == pytest.approx(179.0, abs=0.05)
     hours = cl_plan.total_hours(cl_plan.make_plan(grid, calibration))

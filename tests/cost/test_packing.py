@@ -13,14 +13,13 @@ import re
 import sys
 
 import pytest
-import yaml
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import packing, packing_measure, plan
 from contrastlab.paths import REPO_ROOT
-from contrastlab.precision import RESOLVED
+from tests.cost.common import H100, H200, config_grid, flat_rates, preset_grid, written_calibration
 from tests.cost.test_plan import _toy_config
 
 
@@ -30,16 +29,8 @@ def _toy_grid(**resources) -> cl_config.Grid:
 
 def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
     """1 TFLOP/s everywhere, 10 s start-up; ``speedups``: measured packing figures (else the default's)."""
-    measured = [cl_calibration.Measurement(t, p, 1e12, 1.0) for t in cl_calibration.TRACKS for p in RESOLVED]
-    data = cl_calibration.calibration_from_measurements(
-        measured,
-        device="toy",
-        source="test",
-        overheads_s={"train_startup": 10},
-        gpu_memory_gib=80,
-        packing_speedup=speedups,
-    )
-    return cl_calibration.load_calibration(cl_calibration.write_calibration(tmp_path / "cal.json", data))
+    options = {"overheads_s": {"train_startup": 10}, "gpu_memory_gib": 80, "packing": {"speedup": speedups}}
+    return written_calibration(tmp_path / "cal.json", flat_rates(), **options)
 
 
 def test_a_cell_shares_with_the_largest_count_whose_peaks_fit_80_percent_of_the_card():
@@ -91,7 +82,7 @@ def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps
     """calibration_h200.json's packing (gpu-h200-2026-11-28, run 3): 2 and 4 captured bf16 BERT-base cells,
     93.37 / 76.6 = 1.219 with 4 and 88.70 / 76.6 = 1.158 with 2 under MPS, 72.70 / 76.6 = 0.949 without.
     Only that step (sentence, bf16, graph) has a figure: every other step keeps a GPU of its own."""
-    h200 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H200"])
+    h200 = cl_calibration.load_calibration(H200)
     assert h200.packing_measured and "gpu-h200-2026-11-28" in h200.packing_source
     assert h200.packing_speedup == {"bf16": {2: 0.949, 4: 0.949}}
     assert h200.packing_variants == {"speedup_mps": {"bf16": {2: 1.158, 4: 1.219}}}
@@ -113,7 +104,7 @@ def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps
         assert packing.chosen_share(work, h200, 4, mps=True) == 1, what
     # figures measured on another card, or assumed, price nothing
     a100 = cl_calibration.calibration_for("A100")
-    h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
+    h100 = cl_calibration.load_calibration(H100)
     cut_short = dataclasses.replace(h200, missing_parts=("packing",))
     for calibration in (a100, h100, cut_short):
         assert packing.chosen_share(bf16, calibration, 4, mps=True) == 1
@@ -123,7 +114,7 @@ def test_the_h200_files_packing_is_its_pack_rows_over_one_cell_alone():
     from contrastlab.cost import rows
 
     built = rows.h200_packing(REPO_ROOT / rows.H200_PACK)
-    assert built == json.loads(cl_calibration.SHIPPED_CALIBRATIONS["H200"].read_text())["packing"]
+    assert built == json.loads(H200.read_text())["packing"]
     # by hand, from pack.json's sums: 72.6953 and 72.7019 without MPS, 88.6979 and 93.3715 with it
     assert built["speedup"] == {"bf16": {"2": 0.949, "4": 0.949}}
     assert built["speedup_mps"] == {"bf16": {"2": 1.158, "4": 1.219}}
@@ -164,13 +155,10 @@ def test_with_mps_the_plan_packs_the_bf16_cells_and_keeps_179_as_configured():
     """config.yaml priced with the H200 file: as configured no cell's step has a measured figure (fp32
     padding-free, fp16 graph, the image steps), so 179.0 GPU-h with MPS or without; all in bf16 the 222
     sentence cells run four to a GPU under MPS, each job's hours ÷ 1.219 (73.5 → 69.0 GPU-h)."""
-    config = cl_config.load(REPO_ROOT / "config.yaml")
     h200 = cl_calibration.calibration_for(None)
     totals, jobs = {}, {}
     for mps in (False, True):
-        grid = cl_config.Grid(
-            cl_config.validate({**config, "resources": {**config["resources"], "gpu_share": 4, "mps": mps}})
-        )
+        grid = config_grid(gpu_share=4, mps=mps)
         jobs[mps] = plan.make_plan(grid, h200, "bf16")
         totals[mps] = {c: round(sum(j.seconds[c] for j in jobs[mps]) / 3600, 1) for c in ("config", "bf16")}
     assert totals == {False: {"config": 179.0, "bf16": 73.5}, True: {"config": 179.0, "bf16": 69.0}}
@@ -187,9 +175,7 @@ def test_an_image_cell_is_priced_packed_only_at_a_batch_its_step_was_measured_at
     figures at those two, the cells at 64 and 1024 share a GPU at them, the cells at 128, 256 and 512 keep
     one of their own (priced as if alone) and the plan names their steps; a file of before, whose image
     figures say no batch (``vision_speedup``), prices no image cell."""
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    resources = {**config["resources"], "gpu_share": 4, "mps": True}
-    grid = cl_config.Grid(cl_config.validate({**config, "resources": resources}))
+    grid = config_grid(gpu_share=4, mps=True)
     h200 = cl_calibration.calibration_for(None)
     figures = {"bf16": {2: 1.5, 4: 2.0}}
     measured = dataclasses.replace(
@@ -219,7 +205,7 @@ def test_an_image_cell_is_priced_packed_only_at_a_batch_its_step_was_measured_at
 
 def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     """The H100 file keeps docs/measured.md's H100 figures as assumed: none is priced there."""
-    h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
+    h100 = cl_calibration.load_calibration(H100)
     assert not h100.packing_measured and h100.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
     text = " ".join(packing.packing_lines(_toy_grid(gpu_share=4), [], h100))
     assert "packing figures are assumed, not measured, so none is priced" in text
@@ -254,7 +240,7 @@ def test_a_pack_is_a_job_group_of_its_share():
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):
     data = cl_calibration.calibration_from_measurements(
-        [], device="toy", source="test", packing_speedup={"bf16": {2: -1.0}}
+        [], device="toy", source="test", packing={"speedup": {"bf16": {2: -1.0}}}
     )
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(data))
@@ -271,12 +257,6 @@ def no_fork_server_running():
     multiprocessing.forkserver._forkserver._stop()
 
 
-def _gpu_check_grid() -> cl_config.Grid:
-    return cl_config.Grid(
-        cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "gpu-check.yaml").read_text()))
-    )
-
-
 def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices():
     """make gpu-check packs each copy in the mode the trainer's own rule decides for its cell's settings,
     the one the plan prices; on a CPU every step is eager."""
@@ -285,7 +265,7 @@ def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices()
     from contrastlab.cost import gpu_check
     from contrastlab.precision import resolve
 
-    grid = _gpu_check_grid()
+    grid = preset_grid()
     modes = {}
     for cell in grid.cells:
         settings, work = grid.settings_copy(cell), cl_flops.cell_work(grid, cell)
@@ -328,7 +308,7 @@ def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices()
     macl = grid.settings_copy(next(c for c in grid.cells if c.method == "macl"))
     assert series["vision macl batch 1024"][2].keywords["settings"] == {**macl, "batch_size": 1024}
     # the batches are MACL's image cells' smallest and largest (config.yaml's macl_cifar10 sweep)
-    shipped = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    shipped = config_grid()
     batches = {
         shipped.settings_copy(c)["batch_size"] for c in shipped.cells if c.experiment == "macl_cifar10"
     }

@@ -8,14 +8,12 @@ import json
 
 import pytest
 
-from contrastlab import config as cl_config
-from contrastlab.cost import backbones, plan, tokens
+from contrastlab.cost import backbones, tokens
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
-from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import resolve
+from tests.cost.common import H200, MACL, NIE, config_totals, config_work
 
-H200 = cl_calibration.SHIPPED_CALIBRATIONS["H200"]
 #: The shipped H200 file's measured padding-free ratio (gpu_bench's padfree fp32 row, fused-QKV encoder).
 MEASURED_RATIO = 0.7965
 
@@ -31,19 +29,10 @@ def flop_model_h200(tmp_path) -> cl_calibration.Calibration:
 
 
 BERT_BASE_N = 85_054_464  # non-embedding parameters (test_plan.py checks the count)
-#: config.yaml cells: a BERT-base fp32 cell (Nie's, batch 64) and a bf16 one (MACL's sentence cell)
-NIE = cl_config.Cell("nie2023", "bert-base", "cl", 42)
-MACL = cl_config.Cell("macl", "bert-base", "simcse", 42)
 
 
 def _bert_base() -> backbones.Transformer:
     return backbones._transformer(*backbones.KNOWN_ARCHITECTURES["bert-base-uncased"], "test", "bert")
-
-
-def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
-    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    model = backbones.backbone_transformer(grid, cell.backbone)
-    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings, model, True)
 
 
 def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
@@ -87,7 +76,7 @@ def test_the_rule_is_the_trainers_default_and_an_explicit_setting_wins():
 
 
 def test_an_fp32_bert_cell_is_priced_padding_free_from_the_token_profile(flop_model_h200):
-    work = _work(NIE)
+    work = config_work(NIE)
     assert work.precision == "fp32" and work.padding_free and work.token_profile == "wiki1m"
     padded = cl_flops.training_step_flops(BERT_BASE_N, 64, 32)
     fraction = cl_flops.padding_free_fraction(_bert_base(), 32, 260_875 / 11_914)
@@ -115,16 +104,16 @@ def test_an_fp32_bert_cell_is_priced_padding_free_from_the_token_profile(flop_mo
 def test_padding_free_false_and_a_bf16_cell_are_priced_as_before():
     cal = cl_calibration.load_calibration(H200)
     padded = cl_flops.training_step_flops(BERT_BASE_N, 64, 32)
-    off = _work(NIE, padding_free=False)
+    off = config_work(NIE, padding_free=False)
     assert not off.padding_free and off.graphed and off.gather_elements == 0
     assert off.step_flops == off.padded_step_flops == padded and off.step_launches == 940
     assert off.kind == "bert-base batch 64 fp32"
     assert cl_calibration.step_seconds(off, cal) == padded / 37.2e12  # the calibrated padded step
-    bf16 = _work(MACL, precision="bf16")
+    bf16 = config_work(MACL, precision="bf16")
     assert not bf16.padding_free and bf16.graphed and bf16.step_flops == padded
     assert cl_calibration.step_seconds(bf16, cal) == padded / 161.73e12
     # an explicit true reaches a bf16 cell too: priced packed, and eager (the graph is off then)
-    on = _work(MACL, precision="bf16", padding_free=True)
+    on = config_work(MACL, precision="bf16", padding_free=True)
     assert on.padding_free and not on.graphed and on.step_flops < padded
     assert cl_calibration.step_seconds(on, cal) == pytest.approx((1460 + 19 * 12 + 14) * 2.105e-05)
 
@@ -136,11 +125,11 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
     cal = cl_calibration.load_calibration(path)
     assert cal.padding_free_ratio == {"fp32": 0.76}
     assert flop_model_h200.padding_free_ratio == {}  # no measured ratio: the FLOP model
-    work = _work(NIE)
+    work = config_work(NIE)
     padded_s = cl_flops.training_step_flops(BERT_BASE_N, 64, 32) / 37.2e12
     assert cl_calibration.step_seconds(work, cal) == pytest.approx(padded_s * 0.76, rel=1e-12)
     # a bf16 cell or a padded one ignores the fp32 ratio
-    off = _work(NIE, padding_free=False)
+    off = config_work(NIE, padding_free=False)
     assert cl_calibration.step_seconds(off, cal) == cl_calibration.step_seconds(off, flop_model_h200)
     # the ratio was measured at wiki1m's lengths: a corpus without that profile keeps the FLOP model
     unprofiled = cl_flops.CellWork(**{**work.__dict__, "token_profile": ""})
@@ -152,24 +141,12 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
         cl_calibration.load_calibration(path)
 
 
-def _totals(monkeypatch, cal=None, **settings) -> list[float]:
-    original = cl_flops._sentence_work
-    monkeypatch.setattr(
-        cl_flops, "_sentence_work", lambda c, cell, s, *on: original(c, cell, {**s, **settings}, *on)
-    )
-    jobs = plan.make_plan(
-        cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml")),
-        cal or cl_calibration.load_calibration(H200),
-    )
-    monkeypatch.undo()
-    return [round(plan.total_hours(jobs, c), 1) for c in ("config", "fp32", "tf32", "bf16")]
-
-
 def test_config_yaml_on_the_h200_with_padding_free_by_default(monkeypatch, flop_model_h200):
     """config.yaml's totals padded (194.2), padding-free at the measured ratio (179.0) and by the FLOP
     model (175.2): only the IEEE-fp32 columns move."""
-    padded = _totals(monkeypatch, padding_free=False)
-    default = _totals(monkeypatch)
+    shipped = cl_calibration.load_calibration(H200)
+    padded = config_totals(monkeypatch, shipped, padding_free=False)
+    default = config_totals(monkeypatch, shipped)
     assert padded == [194.2, 231.9, 100.3, 73.5]
     assert default == [179.0, 215.6, 100.3, 73.5]
-    assert _totals(monkeypatch, flop_model_h200) == [175.2, 211.5, 100.3, 73.5]
+    assert config_totals(monkeypatch, flop_model_h200) == [175.2, 211.5, 100.3, 73.5]

@@ -3,6 +3,7 @@ parameter counts of the real architectures, the calibration file, and docs/cost.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -18,6 +19,15 @@ from contrastlab.cost import plan
 from contrastlab.cost.backbones import transformer_parameters
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
+from tests.cost.common import (
+    H100,
+    MACL_IMAGES,
+    OAR,
+    config_grid,
+    config_yaml,
+    flat_rates,
+    written_calibration,
+)
 
 #: A random BERT of hidden 32, 2 layers, feed-forward 64. Per layer: 4·32² + 4·32 (Q, K, V, output)
 #: + 2·32·64 + 64 + 32 (feed-forward) + 4·32 (two LayerNorms) = 4096 + 128 + 4096 + 96 + 128 = 8544.
@@ -57,24 +67,12 @@ def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
 def _flat_calibration(tmp_path, tflops: float = 1.0) -> cl_calibration.Calibration:
     """1 TFLOP/s for everything; 10 s start-up, 1 s per GiB of snapshot, 0.5 s per dev evaluation, 20 s
     evaluation start-up, 100 s of fasttest probing."""
-    path = tmp_path / "calibration.json"
     overheads = {"train_startup": 10, "snapshot_per_gib": 1, "dev_evaluation": 0.5, "evaluate_startup": 20}
     overheads |= {"sentence_launch": 0.0, "vision_launch": 0.0}  # no host bound: FLOPs only
     overheads |= {"dev_call": 0.0, "vision_large_image": 0.0}  # no per-call or augmentation seconds
     overheads["padding_free_element"] = 0.0  # no re-padding seconds (the fixture's rows: no profile)
     overheads["senteval_probe_fasttest"] = 100
-    cal = cl_calibration.calibration_from_measurements(
-        [
-            cl_calibration.Measurement(t, p, 1e12 * tflops, 1.0)
-            for t in cl_calibration.TRACKS
-            for p in RESOLVED
-        ],
-        device="toy",
-        source="test",
-        overheads_s=overheads,
-    )
-    cl_calibration.write_calibration(path, cal)
-    return cl_calibration.load_calibration(path)
+    return written_calibration(tmp_path / "calibration.json", flat_rates(tflops), overheads_s=overheads)
 
 
 def test_transformer_parameters_of_the_real_backbones():
@@ -82,8 +80,7 @@ def test_transformer_parameters_of_the_real_backbones():
     assert transformer_parameters(1024, 24, 4096, 30522, 512, 2)[0] == 302_309_376
     # roberta-base: 124.6M in all (its 50,265-token vocabulary), the same layers as BERT-base
     assert transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    assert cl_flops.backbone_transformer(cl_config.Grid(config), "roberta-large").non_embedding == 302_309_376
+    assert cl_flops.backbone_transformer(config_grid(), "roberta-large").non_embedding == 302_309_376
 
 
 def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
@@ -135,7 +132,7 @@ def test_analysis_probe_and_holdout_flops():
 
 def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_path):
     config = _toy_config()
-    cal = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
+    cal = cl_calibration.load_calibration(H100)
     job = next(j for j in plan.make_plan(cl_config.Grid(config), cal, "bf16") if j.rule == "train")
     assert dict(job.precision) == {"config": "fp32", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16"}
     # The step runs as one CUDA graph by default (no host launches): priced by its FLOPs, in the order
@@ -154,10 +151,7 @@ def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_pat
 def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
     """``precision_override`` moves the OAR (fp32 as configured) and MACL (``auto``: bf16) columns; the
     image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    jobs = plan.make_plan(
-        cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    )
+    jobs = plan.make_plan(config_grid(), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION))
     choices = ("config", "fp32", "tf32", "bf16")
 
     def hours(experiments):
@@ -233,14 +227,10 @@ def test_resnet_flops_and_parameters_match_torchvision():
 
 
 def test_vision_cell_flops_count_both_views_and_the_oar_pass():
-    config = cl_config.load(REPO_ROOT / "config.yaml")
     fwd = cl_flops.vision_forward("resnet18", "imagenet", 64, None, 224, None)
-    oar = cl_flops.cell_work(
-        cl_config.Grid(config), cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42)
-    )
-    plain = cl_flops.cell_work(
-        cl_config.Grid(config), cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42)
-    )
+    grid = config_grid()
+    oar = cl_flops.cell_work(grid, OAR)
+    plain = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42))
     # val_fraction 0.2: the trainer trains on 40,000 of the 50,000 images
     assert plain.steps == oar.steps == 40_000 // 128 * 100 == 31_200
     assert plain.step_flops == 3 * 2 * fwd.macs * 2 * 128
@@ -258,29 +248,20 @@ def test_vision_cell_flops_count_both_views_and_the_oar_pass():
 
 
 def test_the_validation_is_priced_in_ieee_fp32_whatever_the_cells_precision(tmp_path):
-    config = cl_config.load(REPO_ROOT / "config.yaml")
     cell = cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42)
-    bf16 = cl_flops.cell_work(cl_config.Grid(config), cell, "bf16")
-    path = tmp_path / "calibration.json"
+    bf16 = cl_flops.cell_work(config_grid(), cell, "bf16")
     rates = [
         cl_calibration.Measurement("vision_large", p, 1e12 * r, 1.0) for p, r in (("fp32", 10), ("bf16", 100))
     ]
-    cal = cl_calibration.calibration_from_measurements(
-        rates, device="toy", source="test", overheads_s={"train_startup": 0.0, "vision_launch": 0.0}
-    )
-    cl_calibration.write_calibration(
-        path, {**cal, "overheads_s": {**cal["overheads_s"], "snapshot_per_gib": 0}}
-    )
-    loaded = cl_calibration.load_calibration(path)
+    overheads = {"train_startup": 0.0, "vision_launch": 0.0, "snapshot_per_gib": 0}
+    loaded = written_calibration(tmp_path / "calibration.json", rates, overheads_s=overheads)
     seconds = cl_calibration.train_seconds(bf16, loaded)
     assert seconds == pytest.approx(bf16.train_flops / 100e12 + bf16.dev_flops / 10e12)
 
 
 def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_its_flops():
     """A MACL step launches 875 kernels whatever its batch, so an eager batch-64 step costs its launches."""
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    h100 = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
-    grid, cal = cl_config.Grid(config), cl_calibration.load_calibration(h100)
+    grid, cal = config_grid(), cl_calibration.load_calibration(H100)
     macl = cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42)
     captured = cl_flops.cell_work(grid, macl)
     assert captured.graphed  # the trainer captures MACL's step by default; cuda_graph: false runs it eager
@@ -299,7 +280,7 @@ def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_it
     assert small.step_launches - one.step_launches == cl_flops.AUGMENT_LAUNCHES
     # Where the FLOPs outlast the launches (OAR at 224 px, IEEE fp32) the FLOPs set the step, at the
     # 224-px rates, plus the augmentation of its 512 images (2 views of 128, and of the labelled 128).
-    oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    oar = cl_flops.cell_work(grid, OAR)
     assert oar.rate_class == "vision_large" and oar.step_images == 512 and not oar.graphed
     assert cl_calibration.step_seconds(oar, cal) == pytest.approx(
         cal.seconds(oar.step_flops, "vision_large", "fp32") + 512 * cal.overheads_s["vision_large_image"]
@@ -310,9 +291,8 @@ def test_the_shipped_h100_calibration_prices_the_measured_h100_steps():
     """docs/measured.md (H100, torch 2.11, 2026-11-24): BERT-base batch 64 × 32 tokens 16.8 steps/s in
     fp32 (gpu_share.py, one copy); the eager bf16 step 24.1 steps/s (1,389 GFLOP at its 21 tokens,
     launch-bound); MACL batch 256 bf16 36 steps/s; OAR 4.9 steps/s fp32."""
-    path = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
-    cal = cl_calibration.load_calibration(path)
-    data = json.loads(path.read_text())
+    cal = cl_calibration.load_calibration(H100)
+    data = json.loads(H100.read_text())
     for entry in cal.measured_entries:  # each names a figure of the file
         section, *keys = entry.split(".")
         assert functools.reduce(lambda d, k: d[k], keys, data[section]) > 0, entry
@@ -330,19 +310,16 @@ def test_the_shipped_h100_calibration_prices_the_measured_h100_steps():
         16.8, rel=0.01
     )
     assert step("bf16", 1.389e12, False) == pytest.approx(24.1, rel=0.01)
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    grid = cl_config.Grid(config)
-    macl = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs256", 42))
-    oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    grid = config_grid()
+    macl, oar = cl_flops.cell_work(grid, MACL_IMAGES), cl_flops.cell_work(grid, OAR)
     eager = dataclasses.replace(macl, graphed=False)  # the H100 measured MACL's eager step
     assert 1 / cl_calibration.step_seconds(eager, cal) == pytest.approx(36, rel=0.01)
     assert 1 / cl_calibration.step_seconds(oar, cal) == pytest.approx(4.9, rel=0.01)
 
 
 def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys):
-    config = cl_config.load(REPO_ROOT / "config.yaml")
     written = plan.plan_report(
-        config, "config", cl_calibration.DEFAULT_CALIBRATION, tmp_path, title="config.yaml"
+        config_yaml(), "config", cl_calibration.DEFAULT_CALIBRATION, tmp_path, title="config.yaml"
     )
     out = capsys.readouterr().out
     for title in ("Per paper", "Per experiment", "Per rule", "Peak GPU memory", "Per cell"):
@@ -431,17 +408,15 @@ DOC_GROUPS = {
 
 
 def test_documented_cell_counts_equal_the_config():
-    config = cl_config.load(REPO_ROOT / "config.yaml")
-    counts = plan.cell_counts(cl_config.Grid(config))
+    grid = config_grid()
+    counts = plan.cell_counts(grid)
     text = " ".join((REPO_ROOT / "docs" / "cost.md").read_text().split())
     assert (
         f"`config.yaml` is the full grid: {counts['total']} training cells. "
         f"{counts['sentence']} sentence cells:" in text
     )
     assert f"{counts['vision']} image cells:" in text and f'the {counts["pretrained"]} "Pretrained"' in text
-    per_experiment: dict[str, int] = {}
-    for cell in cl_config.Grid(config).cells:
-        per_experiment[cell.experiment] = per_experiment.get(cell.experiment, 0) + 1
+    per_experiment = collections.Counter(cell.experiment for cell in grid.cells)
     assert sorted(e for group in DOC_GROUPS.values() for e in group) == sorted(per_experiment)
     for label, experiments in DOC_GROUPS.items():
         found = re.findall(rf"(?:; |: |\. ){re.escape(label)}: (\d+) \(", text)

@@ -6,6 +6,7 @@ CUDA defaults (one CUDA graph per step, dev batch 512) are what the plan prices;
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import pytest
@@ -15,10 +16,18 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan, rows, summary
 from contrastlab.paths import REPO_ROOT
-
-H200 = cl_calibration.SHIPPED_CALIBRATIONS["H200"]
-H100 = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
-CHOICES = ("config", "fp32", "tf32", "bf16")
+from tests.cost.common import (
+    CHOICES,
+    H100,
+    H200,
+    MACL,
+    MACL_IMAGES,
+    OAR,
+    config_grid,
+    config_totals,
+    config_work,
+    config_yaml,
+)
 
 
 @pytest.mark.shared
@@ -117,27 +126,18 @@ def test_the_h200_file_names_its_machine_and_what_is_measured():
     assert f"except {len(data['assumed_entries'])} figures assumed" in cal.describe()
 
 
-def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
-    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    if grid.experiment(cell.experiment).track == "vision":
-        return cl_flops._vision_work(grid, cell, dict(grid.settings(cell)) | settings, True)
-    model = cl_flops.backbone_transformer(grid, cell.backbone)
-    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings, model, True)
-
-
 def test_the_h200_file_prices_the_measured_steps():
     """gpu_bench.json: OAR ResNet-18 224 px fp32 5.916 steps/s (cudnn.benchmark on), MACL batch 256 bf16
     51.6 (two augmentation calls, host-bound), the full BERT-base bf16 cell 77.37 (graph on);
     gpu-measured.md: OAR tf32 / bf16 13.96 / 18.08."""
     cal = cl_calibration.load_calibration(H200)
-    oar = cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42)
     for precision, rate in (("fp32", 5.916), ("tf32", 13.956), ("bf16", 18.077)):
-        work = _work(oar, precision=precision)
+        work = config_work(OAR, precision=precision)
         assert 1 / cl_calibration.step_seconds(work, cal) == pytest.approx(rate, rel=2e-3), precision
-    macl = _work(cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs256", 42), cuda_graph=False)
+    macl = config_work(MACL_IMAGES, cuda_graph=False)
     assert macl.rate_class == "vision" and macl.step_launches == rows.MACL_LAUNCHES == 875
     assert 1 / cl_calibration.step_seconds(macl, cal) == pytest.approx(51.587, rel=2e-3)
-    bert = _work(cl_config.Cell("macl", "bert-base", "simcse", 42), precision="bf16")
+    bert = config_work(MACL, precision="bf16")
     assert bert.graphed and bert.rate_class == "sentence"
     assert 1 / cl_calibration.step_seconds(bert, cal) == pytest.approx(77.37, rel=1e-3)
     # the dev evaluation at 512 as the full cell measured it, 0.2927 s (its FLOPs in IEEE fp32 included)
@@ -148,16 +148,15 @@ def test_the_h200_file_prices_the_measured_steps():
 
 def test_the_trainers_cuda_defaults_are_priced_and_an_explicit_setting_wins():
     cal = cl_calibration.load_calibration(H200)
-    cell = cl_config.Cell("macl", "bert-base", "simcse", 42)
-    graph, eager = _work(cell), _work(cell, cuda_graph=False)
-    assert graph.graphed and not eager.graphed and not _work(cell, grad_accum=2).graphed
+    graph, eager = config_work(MACL), config_work(MACL, cuda_graph=False)
+    assert graph.graphed and not eager.graphed and not config_work(MACL, grad_accum=2).graphed
     launches = eager.step_launches * cal.overheads_s["sentence_launch"]
     flop_s = cal.seconds(eager.step_flops, "sentence", eager.precision)
     assert cl_calibration.step_seconds(graph, cal) == pytest.approx(flop_s)
     assert cl_calibration.step_seconds(eager, cal) == pytest.approx(max(flop_s, launches))
     # the dev set in batches of 512 on CUDA: 6 encoder calls per STS-B dev evaluation; 128: 23
     assert graph.dev_calls == 6 * graph.dev_evaluations
-    assert _work(cell, dev_batch_size=128).dev_calls == 23 * graph.dev_evaluations
+    assert config_work(MACL, dev_batch_size=128).dev_calls == 23 * graph.dev_evaluations
 
 
 #: The H200 file's figures that gpu_bench.json (after gpu-plan.md) replaced, as gpu-plan.md priced them
@@ -171,13 +170,10 @@ GPU_PLAN_FIGURES = {
 
 
 def _at(data, figures: dict) -> dict:
-    out = {}
-    for keys in figures:
-        value = data
-        for key in keys:
-            value = value[key] if isinstance(value, dict) else getattr(value, key)
-        out[keys] = value
-    return out
+    def step(value, key):
+        return value[key] if isinstance(value, dict) else getattr(value, key)
+
+    return {keys: functools.reduce(step, keys, data) for keys in figures}
 
 
 def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: float):
@@ -193,8 +189,7 @@ def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: f
         achieved_tflops=achieved,
         overheads_s={**cal.overheads_s, "vision_launch": GPU_PLAN_FIGURES[("overheads_s", "vision_launch")]},
     )
-    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    oar = cl_flops.cell_work(config_grid(), OAR)
     augment = oar.step_images * cal.overheads_s["vision_large_image"]
     whole = {
         p: oar.step_flops / (oar.step_flops / (rate * 1e12) + augment) / 1e12
@@ -214,33 +209,19 @@ def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: f
 EAGER_IMAGES = {"cuda_graph": False}
 
 
-def _totals(monkeypatch, cal, image: dict, **sentence) -> list[float]:
-    """The plan's totals with ``image`` set in every image cell's settings and ``sentence`` in every
-    sentence cell's."""
-    for name, patched in (("_vision_work", image), ("_sentence_work", sentence)):
-        original = getattr(cl_flops, name)
-        monkeypatch.setattr(
-            cl_flops, name, lambda c, cell, s, *on, f=original, p=patched: f(c, cell, {**s, **p}, *on)
-        )
-    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    jobs = plan.make_plan(grid, cal)
-    return [round(plan.total_hours(jobs, c), 1) for c in CHOICES]
-
-
 def test_the_plan_reproduces_gpu_plans_repricing(monkeypatch):
     """gpu-plan.md §1's table, from the H200 file by its method (MACL bf16 160 est., dev 0.45 s with the
     switches, 0.53 s and 26.5 µs per launch with eager sentence steps and dev batch 128)."""
     cal = cl_calibration.load_calibration(H200)
     # gpu-plan.md priced padded sentence steps (before issue 55's padding-free default)
-    switched = _totals(
+    switched = config_totals(
         monkeypatch,
         _gpu_plan_calibration(cal, 0.0, 0.45),
         EAGER_IMAGES | {"augment_calls": "one"},
         padding_free=False,
     )
     assert switched == [214.1, 246.5, 108.2, 85.5]  # gpu-plan: 214.1, 246.5, 108.1 (tf32 110.6), 85.5
-    monkeypatch.undo()
-    today = _totals(
+    today = config_totals(
         monkeypatch,
         _gpu_plan_calibration(cal, 26.5e-6, 0.53),
         EAGER_IMAGES,
@@ -249,9 +230,8 @@ def test_the_plan_reproduces_gpu_plans_repricing(monkeypatch):
         padding_free=False,
     )
     assert today == [223.5, 250.1, 116.3, 105.6]  # gpu-plan: 223.5, 250.1, 116.3, 105.7
-    monkeypatch.undo()
     # its padding-free lever, "-19 h fp32 sentence as configured": 214.1 -> 199.0 at the measured ratio
-    padding_free = _totals(
+    padding_free = config_totals(
         monkeypatch, _gpu_plan_calibration(cal, 0.0, 0.45), EAGER_IMAGES | {"augment_calls": "one"}
     )
     assert padding_free == [199.0, 230.1, 108.2, 85.5]
@@ -277,7 +257,7 @@ def test_gpu_model_picks_the_measured_file_else_scales_and_says_so(monkeypatch, 
 
 def test_the_summary_states_totals_fp32_share_floor_and_the_8_gpu_makespan(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cl_calibration, "measured_calibration", lambda: tmp_path / "none.json")
-    config = cl_config.load(REPO_ROOT / "config.yaml")
+    config = config_yaml()
     plan.plan_report(config, "config", None, tmp_path, title="config.yaml", gpu_model="H200")
     out = capsys.readouterr().out
     grid = cl_config.Grid(config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contrastlab.cost.schedule import SimJob, plan_jobs, simulate
+from tests.cost.common import planned
 
 
 def _cell(name: str, train: float, encode: float, probe: float) -> list[SimJob]:
@@ -48,13 +49,6 @@ def test_a_job_needing_an_unknown_job_is_one_line():
 
 
 def test_the_plans_jobs_chain_training_encoding_and_probes():
-    from types import SimpleNamespace
-
-    def planned(rule, cell, hours, cpu_after_s=0.0):
-        return SimpleNamespace(
-            rule=rule, cell=cell, seconds={"config": hours * 3600}, cpu_after_s=cpu_after_s
-        )
-
     jobs = plan_jobs(
         [
             planned("train", "nie/bert/cl/seed42", 2),

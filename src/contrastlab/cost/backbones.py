@@ -27,13 +27,9 @@ HUB_CONFIGS = {
     "FacebookAI/roberta-large": ("roberta", 1024, 24, 4096, 16, 50265, 514, 1),
 }
 
-#: The former ids of those repositories, which config.yaml names and the Hub redirects to them.
-FORMER_HUB_IDS = {
-    "bert-base-uncased": "google-bert/bert-base-uncased",
-    "bert-large-uncased": "google-bert/bert-large-uncased",
-    "roberta-base": "FacebookAI/roberta-base",
-    "roberta-large": "FacebookAI/roberta-large",
-}
+#: The former ids of those repositories (their names without the organisation), which config.yaml names
+#: and the Hub redirects to them.
+FORMER_HUB_IDS = {hf_id.split("/")[1]: hf_id for hf_id in HUB_CONFIGS}
 
 #: The architecture of each known repository (as above, less the model type) by every id the Hub answers
 #: to (benchmarks/train_throughput.py builds its models from it).
@@ -85,8 +81,7 @@ def _transformer(
 
 
 def _from_hf_config(path: Path) -> Transformer:
-    """A fetched backbone's architecture from its config.json, read by its family's key names
-    (:func:`contrastlab.families.config_shape`: DistilBERT's ``dim``, ``n_layers``, ...)."""
+    """A fetched backbone's architecture from its config.json, by its family's key names."""
     s = config_shape(json.loads(path.read_text()), str(path))
     shape = (s.hidden, s.layers, s.intermediate, s.heads, s.vocab, s.positions, s.token_types)
     return _transformer(*shape, str(path), s.model_type)
@@ -94,9 +89,8 @@ def _from_hf_config(path: Path) -> Transformer:
 
 def model_type_named_by(hf_id: str) -> str:
     """The model type of :data:`~contrastlab.families.TEXT_FAMILIES` that a Hub id's repository name
-    spells as whole words (its organisation left out), where it spells exactly one; a family inside
-    another's name (``roberta`` in ``xlm-roberta``) is that other one. "" where it spells none or several:
-    a guess from the name, which the trainer never makes (it reads config.json).
+    spells as whole words, where it spells exactly one (``roberta`` inside ``xlm-roberta`` is the
+    latter); "" where none or several. A guess the trainer never makes (it reads config.json).
 
     >>> model_type_named_by("princeton-nlp/unsup-simcse-bert-base-uncased")
     'bert'
@@ -110,9 +104,9 @@ def model_type_named_by(hf_id: str) -> str:
 
 
 def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
-    """The architecture and model type of a sentence backbone, from its config and never by downloading:
-    :data:`HUB_CONFIGS`, a ``random`` BertConfig, a local or materialised ``config.json``, or, failing
-    all, ``params_millions`` as the non-embedding count with the model type the Hub id names."""
+    """A sentence backbone's architecture and model type, never downloaded: :data:`HUB_CONFIGS`, a
+    ``random`` BertConfig, a local or fetched ``config.json``, else ``params_millions`` as the
+    non-embedding count with the model type the Hub id names."""
     spec = grid.backbone(alias)
     candidates = [Path(grid.resources.backbone_dir(alias), "config.json")]
     if "path" in spec:
@@ -149,10 +143,9 @@ def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
 
 
 def model_type_lines(grid: cl_config.Grid) -> list[str]:
-    """The plan's sentences on the sentence backbones of ``grid``'s cells whose model type no config gave
-    (:attr:`Transformer.model_type_from`): the family their Hub id names, or that it names none, and so
-    the step mode their cells are priced in until rule ``fetch_backbone`` writes the config.json the
-    trainer reads. Empty where every backbone's config is known."""
+    """The plan's sentences on the sentence backbones whose model type no config gave: the family their
+    Hub id names (or none), and so the step mode their cells are priced in until ``fetch_backbone`` writes
+    the config.json the trainer reads. Empty where every backbone's config is known."""
     lines = []
     sentence = (c.backbone for c in grid.cells if grid.experiment(c.experiment).track != "vision")
     for alias in dict.fromkeys(sentence):

@@ -19,14 +19,14 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
+from contrastlab.cost.measured import grouped, read_json
 from contrastlab.paths import write_json
 
 
 # ------------------------------------------------------------------------------------------- searches
 def _distance(grid: cl_config.Grid, point: cl_search.SearchPoint, stage: Mapping[str, Any]) -> int:
-    """Grid steps between a search point (of ``stage``) and the configured settings: per grid axis, how
-    many values lie between the point's and the one nearest the configured value; per move around a
-    winner, how many lie between it and no move (× 1 or + 0)."""
+    """Grid steps between a search point (of ``stage``) and the configured settings: per grid axis, from
+    the value nearest the configured one; per move around a winner, from no move (× 1 or + 0)."""
     configured = grid.settings(point)
     steps = 0
     for axis, value in point.grid.items():
@@ -63,33 +63,26 @@ def _search_fingerprint(spec: Mapping[str, Any], group: Iterable[cl_search.Searc
 
 def pinned(grid: cl_config.Grid) -> dict[str, Any]:
     """The pins an earlier run of the grid's results folder wrote (:func:`write_pins`), or ``{}``."""
-    return _read(Path(grid.results.budget_pins))
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    return read_json(grid.results.budget_pins)
 
 
 def plan_points(grid: cl_config.Grid, calibration: Calibration | None = None) -> list[cl_search.SearchPoint]:
     """The search points the default target trains (:func:`searched_points` with the results folder's
-    pins), none when the searches do not run with it (``searches.in_all: false``)."""
+    pins); none with ``searches.in_all: false``."""
     return searched_points(grid, calibration, pins=pinned(grid)) if grid.options.searches_in_all else []
 
 
 def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) -> Path | None:
-    """Pin, per budgeted search, the points it kept (called when the workflow starts executing); an
-    existing pin that still matches is left as it is. Returns the file, or None without a budget."""
+    """Pin, per budgeted search, the points it kept (when the workflow starts executing), leaving a pin
+    that still matches. Returns the file, or None without a budget."""
     points = list(points)
     pins = pinned(grid)
     candidates = cl_search.search_points(grid)
-    for experiment in dict.fromkeys(p.experiment for p in candidates):
+    for experiment, group in grouped(candidates, lambda p: p.experiment).items():
         spec = grid.experiment(experiment).search or {}
         if spec.get("budget_gpu_hours") is None:
             continue
-        fingerprint = _search_fingerprint(spec, [p for p in candidates if p.experiment == experiment])
+        fingerprint = _search_fingerprint(spec, group)
         if (pins.get(experiment) or {}).get("fingerprint") != fingerprint:
             kept = [_point_id(p) for p in points if p.experiment == experiment]
             pins[experiment] = {
@@ -107,16 +100,14 @@ def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) ->
 def searched_points(
     grid: cl_config.Grid, calibration: Calibration | None = None, pins: Mapping[str, Any] | None = None
 ) -> list[cl_search.SearchPoint]:
-    """The points of the config's searches (:func:`contrastlab.search.search_points`) that each search's
-    ``budget_gpu_hours`` pays for, in grid order: nearest the configured settings first (ties: earlier
-    stage, then grid order), each at its projected training time (a point shared with a configured cell
-    costs nothing); a point that would pass the budget is dropped. Raises
-    :class:`~contrastlab.config.ConfigError` when a stage keeps no point. A search whose pin (``pins``)
-    still matches keeps the pinned points, whatever the calibration."""
+    """The points of the config's searches that each ``budget_gpu_hours`` pays for, in grid order: taken
+    nearest the configured settings first (then earlier stage, grid order) at their projected training
+    time (a point shared with a configured cell costs nothing), dropping any that would pass the budget;
+    a search whose pin (``pins``) still matches keeps its pinned points. Raises
+    :class:`~contrastlab.config.ConfigError` when a stage keeps no point."""
     points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []
-    for experiment in dict.fromkeys(p.experiment for p in points):
-        group = [p for p in points if p.experiment == experiment]
+    for experiment, group in grouped(points, lambda p: p.experiment).items():
         spec = grid.experiment(experiment).search or {}
         budget = spec.get("budget_gpu_hours")
         if budget is None:

@@ -45,8 +45,8 @@ GPU_CHECK_PRESET = importlib.resources.files(__package__) / "gpu-check.yaml"
 
 
 def measured_calibration() -> Path:
-    """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir``, relative to the
-    working directory. Read when asked, not at import: the workflow imports this module at parse."""
+    """Where ``make gpu-check`` writes its calibration (its preset's ``results_dir``, relative to the
+    working directory); read when asked, not at import (the workflow imports this module at parse)."""
     return Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
@@ -129,8 +129,8 @@ class Calibration:
 
 
 def _finite(value: Any) -> bool:
-    """Whether ``value`` is a finite number (not a string, a boolean, NaN or infinity: JSON as Python
-    reads it allows ``NaN`` and ``Infinity``)."""
+    """Whether ``value`` is a finite number (not a string, a boolean, NaN or infinity, which JSON as
+    Python reads it allows)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -148,8 +148,8 @@ def _read_calibration(path: Path) -> dict:
 
 def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     """The calibration at ``path``; by default the measured one (:func:`measured_calibration`) when it
-    exists, else the shipped default. Entries a measured file lacks are taken from the default (the
-    returned ``filled_from_default`` names them). Raises ``ValueError`` (one line) on a bad file."""
+    exists, else the shipped default. Entries a file lacks are taken from the default (its
+    ``filled_from_default`` names them). Raises ``ValueError`` (one line) on a bad file."""
     default = _read_calibration(DEFAULT_CALIBRATION)
     chosen = Path(path) if path is not None else measured_calibration()
     if path is None and not chosen.is_file():
@@ -226,9 +226,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
 
 
 def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    """A calibration's packing figures beside ``speedup`` (:data:`PACKING_VARIANTS`, the measured ones)
-    and the parts of ``make gpu-check`` it lacks: :class:`Calibration`'s ``packing_variants`` and
-    ``missing_parts``."""
+    """:class:`Calibration`'s ``packing_variants`` (the figures beside ``speedup``) and ``missing_parts``."""
     return {
         "packing_variants": {
             k: f
@@ -257,8 +255,8 @@ def _packing_speedup(
 
 @dataclass(frozen=True)
 class Measurement:
-    """One timed training run: its track, precision, FLOPs of one step (:attr:`CellWork.step_flops`)
-    and the steps per second measured (warm, without dev evaluations and snapshots)."""
+    """One timed training run: track, precision, FLOPs of one step and the steps per second measured
+    (warm, without dev evaluations and snapshots)."""
 
     track: str
     precision: str
@@ -277,14 +275,13 @@ def calibration_from_measurements(
     source: str,
     overheads_s: Mapping[str, float] | None = None,
     gpu_memory_gib: float | None = None,
-    packing_speedup: Mapping[str, Mapping[int, float]] | None = None,
-    packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
+    packing: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
     missing_parts: Sequence[str] = (),
 ) -> dict:
     """The calibration dict (docs/cost.md) of measured runs: per (track, precision) the mean achieved
-    TFLOP/s of its measurements, after taking the track's ``<track>_step`` overhead (0 unless given in
-    ``overheads_s``) out of each measured step time. ``packing_speedup``/``packing_variants``: measured
-    speed-ups of several cells on one GPU; ``missing_parts``: the parts of ``make gpu-check`` not measured."""
+    TFLOP/s, each step time less the track's ``<track>_step`` overhead (0 unless in ``overheads_s``);
+    ``packing``: measured speed-ups of several cells on one GPU by key (``speedup`` and its variants,
+    precision -> count -> speed-up); ``missing_parts``: the parts of ``make gpu-check`` not measured."""
     measurements = list(measurements)
     overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")}
     if any(m.track == "vision_large" for m in measurements):
@@ -319,23 +316,15 @@ def calibration_from_measurements(
     }
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
-    if packing := _packing_section(source, packing_speedup, packing_variants):
-        out["packing"] = packing
+    if written := {key: figures for key, figures in (packing or {}).items() if figures}:
+        out["packing"] = _packing_section(source, written)
     if missing_parts:
         out["missing_parts"] = list(missing_parts)
     return out
 
 
-def _packing_section(
-    source: str,
-    speedup: Mapping[str, Mapping[int, float]] | None,
-    variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None,
-) -> dict[str, Any]:
-    """A calibration's ``packing`` of measured figures (``speedup`` and :data:`PACKING_VARIANTS`), counts
-    as strings as JSON has them; empty without a figure."""
-    written = {key: by for key, by in {"speedup": speedup, **(variants or {})}.items() if by}
-    if not written:
-        return {}
+def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[str, Any]:
+    """A calibration's ``packing`` of measured figures, counts as strings."""
     return {
         "measured": True,
         "source": f"{source}: 1, 2 and 4 concurrent small cells",
@@ -348,8 +337,7 @@ def _packing_section(
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
-    """Write ``calibration`` (from :func:`calibration_from_measurements`) as JSON, after checking that
-    :func:`load_calibration` accepts it."""
+    """Write ``calibration`` as JSON, then check that :func:`load_calibration` accepts it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(dict(calibration), indent=1, sort_keys=True) + "\n")
@@ -358,12 +346,11 @@ def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -
 
 
 def step_seconds(work: CellWork, cal: Calibration) -> float:
-    """Seconds of one training step: the larger of its FLOPs at its rate class's achieved rate and its
-    host launches at ``<track>_launch`` each (an eager step is bound by the slower; a captured graph,
-    :attr:`CellWork.graphed`, launches nothing per step), plus ``<track>_step`` and the augmentation the
-    FLOPs leave out (``<rate class>_image`` per image). A padding-free step adds ``padding_free_element``
-    per :attr:`CellWork.gather_elements`, or, where the calibration measured a ``padding_free_ratio`` for
-    its precision and the cell trains on wiki1m's profile, is the padded step's FLOP time × that ratio."""
+    """Seconds of one training step: the larger of its FLOPs at its rate class's rate and its host
+    launches at ``<track>_launch`` each (none for a captured graph), plus ``<track>_step`` and the
+    augmentation (``<rate class>_image`` per image). A padding-free step adds ``padding_free_element`` per
+    gathered element, or, with a measured ``padding_free_ratio`` and wiki1m's profile, is the padded
+    step's FLOP time × that ratio."""
     o = cal.overheads_s
     flop_s = cal.seconds(work.step_flops, work.rate_class, work.precision)
     if work.padding_free:
@@ -378,9 +365,9 @@ def step_seconds(work: CellWork, cal: Calibration) -> float:
 
 
 def train_seconds(work: CellWork, cal: Calibration) -> float:
-    """Seconds of a training job: its steps, its dev evaluations or validation passes in fp32 (the
-    evaluators' precision, whatever the cell's; bounded by their launches too), the analysis probe in
-    the cell's precision, start-up, snapshots, and each dev evaluation's fixed cost and encoder calls."""
+    """Seconds of a training job: its steps, its dev evaluations or validation passes in fp32 (bounded by
+    their launches too), the analysis probe in the cell's precision, start-up, snapshots, and each dev
+    evaluation's fixed cost and encoder calls."""
     o = cal.overheads_s
     launch = o.get(f"{work.track}_launch", 0.0)
     rates = work.rate_class
@@ -397,8 +384,7 @@ def train_seconds(work: CellWork, cal: Calibration) -> float:
 
 
 def eval_seconds(work: CellWork, cal: Calibration) -> float:
-    """The GPU job of an evaluation: a sentence cell's encoding (rule ``encode``) or a vision cell's
-    feature extraction (``encode_vision``): its forward FLOPs in fp32 and the job's start-up."""
+    """An evaluation's GPU job (``encode``, ``encode_vision``): its forward FLOPs in fp32 and start-up."""
     return (
         cal.seconds(work.eval_flops, work.rate_class, EVALUATION_PRECISION)
         + cal.overheads_s["evaluate_startup"]
@@ -406,23 +392,26 @@ def eval_seconds(work: CellWork, cal: Calibration) -> float:
 
 
 def vision_probe_seconds(work: CellWork, cal: Calibration) -> float:
-    """The CPU job of a vision cell's evaluation (rule ``evaluate_vision``): its start-up and the probes'
-    optimiser steps, each ``vision_probe_step`` long (small steps on frozen features: a CPU job)."""
+    """A vision cell's CPU probe job (``evaluate_vision``): start-up, ``vision_probe_step`` a probe step."""
     return cal.overheads_s["evaluate_startup"] + work.eval_probe_steps * cal.overheads_s["vision_probe_step"]
 
 
 def probe_seconds(grid: Grid, cal: Calibration) -> float:
-    """The CPU job of a SentEval evaluation (rules ``evaluate``, ``evaluate_pretrained``): its start-up
-    and the probes of the configured mode."""
+    """A SentEval CPU probe job (``evaluate``, ``evaluate_pretrained``): start-up and the mode's probes."""
     mode = grid.options.evaluation.get("mode", "test")
     return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
+
+
+def shipped_calibration(device: str) -> Calibration:
+    """The shipped calibration of the card ``device`` names (the default's for another or none)."""
+    return load_calibration(SHIPPED_CALIBRATIONS.get(model_of(device) or "", DEFAULT_CALIBRATION))
 
 
 def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None) -> Calibration:
     """The calibration a plan for the card ``gpu_model`` (None: :data:`DEFAULT_GPU_MODEL`) prices with:
     ``path`` scaled to the card; else ``make gpu-check``'s file when measured on that card (or none is
-    named); else the shipped file of that card; else the measured or default one scaled by data-sheet
-    peaks, which :meth:`~Calibration.describe` says first. An unknown card stops with one line."""
+    named); else that card's shipped file; else the measured or default one scaled by data-sheet peaks
+    (its ``note`` says so). An unknown card stops with one line."""
     if path is not None:
         return for_gpu_model(load_calibration(path), gpu_model)
     model = model_of(gpu_model) if gpu_model else None
@@ -443,9 +432,9 @@ def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None
 
 
 def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibration:
-    """``calibration`` priced for the card ``gpu_model``: its achieved TFLOP/s scaled, per precision, by
-    that card's data-sheet peak over its own card's (the achieved fraction of the peak taken as the same).
-    Unchanged for None or its own card; an unknown card stops with one line naming the known ones."""
+    """``calibration`` priced for the card ``gpu_model``: its achieved TFLOP/s scaled per precision by the
+    cards' data-sheet peaks (the same fraction of the peak). Unchanged for None or its own card; an
+    unknown card stops with one line naming the known ones."""
     if not gpu_model:
         return calibration
     model = model_of(gpu_model)
@@ -457,16 +446,11 @@ def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibratio
     made_on = model_of(calibration.device)
     if made_on == model or made_on is None:
         return calibration
-    runs_as = RUNS_AS.get(model, {})
+    # a precision the card has no units for runs (and is priced) as the one it runs as
+    runs_as = {p: RUNS_AS.get(model, {}).get(p, p) for p in RESOLVED}
     scaled = {
-        track: {
-            # a precision the card has no units for runs (and is priced) as the one it runs as
-            precision: per_precision[runs_as.get(precision, precision)]
-            * GPU_PEAKS[model][precision]
-            / GPU_PEAKS[made_on][runs_as.get(precision, precision)]
-            for precision in per_precision
-        }
-        for track, per_precision in calibration.achieved_tflops.items()
+        track: {p: by[runs_as[p]] * GPU_PEAKS[model][p] / GPU_PEAKS[made_on][runs_as[p]] for p in by}
+        for track, by in calibration.achieved_tflops.items()
     }
     return replace(
         calibration,

@@ -1,19 +1,6 @@
-"""What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, and its peak
-GPU memory, from the config alone (no model is built; Hugging Face configs are read where present).
-The model and its measured checks are in docs/cost.md.
-
-FLOPs (2 per multiply-add; attention's scores, under 1% at 32 tokens, and the losses left out):
-sentence training ``6 × N × tokens`` per step (Kaplan et al. 2020; N the non-embedding parameters,
-tokens = batch × 2 views × ``max_length``, to which dynamic padding pads every batch of wiki1m);
-a padding-free step the padded step's × :func:`padding_free_fraction`, so that a padded step's
-measured rate still applies; forward-only passes (dev, analysis probe, SentEval encoding in fp32)
-``2 × N × tokens``; vision training ``3 × F × images`` (F: :func:`vision_forward` per image, both
-views, plus OAR's labelled pass). Whether a step is padding-free, a graph or eager is the trainer's
-rule (:func:`sentence_mode`, :func:`vision_mode`) at the precision the cell resolves to on the card.
-
-Peak GPU memory (an estimate): 16 bytes per parameter with Adam (12 with SGD's momentum), activations
-(transformers: Korthikanti et al. 2022; ResNets: the outputs backward keeps), the images kept on the
-device, and :data:`FIXED_GPU_GIB`.
+"""What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, its host
+launches and its peak GPU memory, from the config alone (no model is built; Hugging Face configs are read
+where present). The model, step by step, and its measured checks: docs/cost.md ("The FLOPs model").
 """
 
 from __future__ import annotations
@@ -102,18 +89,16 @@ GIB = 2**30
 
 # ---------------------------------------------------------------------------------------------- models
 def training_step_flops(non_embedding: int, sentences: int, length: int) -> float:
-    """``6 · N · tokens``: the matmul FLOPs of one training step's forward (2) and backward (4) passes
-    (Kaplan et al. 2020) over ``sentences`` sentences seen twice (two dropout views) at ``length``
-    tokens; N the non-embedding parameters. Attention's score products are left out (under 1% at 32
-    tokens). The one FLOP model of the plan, ``make gpu-check`` and ``benchmarks/train_throughput.py``."""
+    """``6 · N · tokens`` (Kaplan et al. 2020; N the non-embedding parameters) of one training step over
+    ``sentences`` sentences seen twice at ``length`` tokens: the one FLOP model of the plan, ``make
+    gpu-check`` and the benchmarks."""
     return 6.0 * non_embedding * sentences * 2 * length
 
 
 def attention_score_flops(layers: int, hidden: int, sequences: int, width: int) -> int:
     """``12 · layers · sequences · width² · hidden``: attention's two batched products (Q·Kᵀ and the
-    probabilities · V, each ``width² · hidden`` multiply-adds per sequence and layer over all heads) in
-    the forward (2 FLOPs per multiply-add) and backward (twice the forward) passes. They run at the
-    padded width whether or not the linear layers do.
+    probabilities · V, each ``width² · hidden`` multiply-adds per sequence and layer) forward and
+    backward, at the padded width whether or not the linear layers are.
 
     >>> attention_score_flops(12, 768, 1, 32)  # BERT-base, one sequence of 32
     113246208
@@ -123,31 +108,25 @@ def attention_score_flops(layers: int, hidden: int, sequences: int, width: int) 
 
 def sentence_step_flops(model: Transformer, sentences: int, width: int, real: float) -> float:
     """The full FLOPs of one training step over ``sentences`` sentences seen twice, padded to ``width``
-    tokens of which ``real`` per row on average are real: the linear layers at ``real`` tokens
-    (``real`` = ``width`` for a padded step) and attention's score products at ``width``."""
-    sequences = 2 * sentences
-    return training_step_flops(model.non_embedding, sentences, real) + attention_score_flops(
-        model.layers, model.hidden, sequences, width
-    )
+    tokens with ``real`` real ones a row: the linear layers at ``real``, attention's products at ``width``."""
+    attention = attention_score_flops(model.layers, model.hidden, 2 * sentences, width)
+    return training_step_flops(model.non_embedding, sentences, real) + attention
 
 
 def padding_free_fraction(model: Transformer, width: int, real: float) -> float:
-    """The padding-free step's FLOPs over the padded step's (:func:`sentence_step_flops`, attention
-    included), rows of ``width`` tokens with ``real`` real ones on average: the factor the plan prices a
-    padding-free step's FLOPs by. The batch cancels. BERT-base at wiki1m's 21.9 of 32: 0.690."""
+    """The padding-free step's FLOPs over the padded step's (:func:`sentence_step_flops`), rows of
+    ``width`` tokens with ``real`` real ones: the plan's factor. BERT-base at wiki1m's 21.9 of 32: 0.690."""
     return sentence_step_flops(model, 1, width, real) / sentence_step_flops(model, 1, width, width)
 
 
 def padding_free_for(settings: Mapping[str, Any], model_type: str, native_bf16: bool = True) -> bool:
-    """Whether a sentence cell with these (resolved) ``settings`` and a backbone of ``model_type``
-    trains padding-free on the plan's CUDA GPU, with (or without) ``native_bf16`` (:func:`sentence_mode`)."""
+    """Whether a sentence cell trains padding-free on the plan's GPU (:func:`sentence_mode`)."""
     return sentence_mode(settings, model_type, native_bf16).padding_free
 
 
 def sentence_mode(settings: Mapping[str, Any], model_type: str, native_bf16: bool = True):
-    """The step mode (:func:`contrastlab.families.step_mode`, the trainer's own rule) of a sentence cell
-    with these (resolved) ``settings`` and a backbone of ``model_type`` on the plan's CUDA GPU, with (or
-    without) ``native_bf16``, at the precision the cell runs as there (:func:`_resolved`)."""
+    """The step mode (the trainer's :func:`contrastlab.families.step_mode`) of a sentence cell with these
+    resolved ``settings`` and a ``model_type`` backbone on the plan's CUDA GPU, at its precision there."""
     precision = _resolved(settings.get("precision"), native_bf16)
     return step_mode(
         settings, track="sentence", device_type="cuda", precision=precision, model_type=model_type
@@ -174,9 +153,8 @@ def vision_forward(
     arch: str, stem: str, width: int, out_dim: int | None, input_size: int, head: tuple[int, int] | None
 ) -> VisionForward:
     """The forward pass of :func:`contrastlab.models.vision.build_encoder` (and, with ``head`` = (hidden,
-    out), the projection head), counted layer by layer without torch: conv MACs = output positions ×
-    out channels × in channels × kernel area, linear MACs = in × out features; blocks as torchvision
-    builds them. A test checks the counts against hooks on the real module.
+    out), the projection head), counted layer by layer without torch as torchvision builds the blocks;
+    a test checks the counts against hooks on the real module.
 
     >>> vision_forward("resnet18", "imagenet", 64, None, 224, None).macs  # torchvision: 1.81G with its fc
     1813561344
@@ -229,9 +207,9 @@ def vision_forward(
 # ------------------------------------------------------------------------------------------- the work
 @dataclass(frozen=True)
 class CellWork:
-    """What one cell computes, independent of the GPU: FLOPs of its training (per step and in all),
-    of its dev evaluations and analysis probes, and of its evaluation; counts of steps, dev
-    evaluations and snapshots; the snapshot size; and the probes' optimiser steps (vision)."""
+    """What one cell computes, independent of the GPU: FLOPs of its training (per step and in all), dev
+    evaluations, analysis probes and evaluation; counts of steps, dev evaluations and snapshots; the
+    snapshot size; the probes' optimiser steps (vision)."""
 
     track: str
     precision: str
@@ -276,22 +254,20 @@ class CellWork:
 
 
 def _snapshots(steps: int, settings: Mapping[str, Any], default_every: int) -> int:
-    """Snapshots a cell writes by its step rule. Time-based ones (``state_every: null`` with
-    ``state_minutes``, config.yaml's GPU setting) are not counted: a BERT-base snapshot (~1.3 GB) every
-    10 minutes costs well under 1% of the cell."""
+    """Snapshots a cell writes by its step rule; time-based ones (``state_minutes``) are not counted: a
+    BERT-base snapshot every 10 minutes costs well under 1% of the cell."""
     every = settings.get("state_every", default_every)
     return max(0, (steps - 1) // int(every)) if every else 0
 
 
 def _total_steps(s: Mapping[str, Any], steps_per_epoch: int, default_epochs: int = 1) -> int:
-    """The steps a trainer runs: ``max_steps`` when set (the total, before or past the last epoch), else
-    ``epochs`` epochs (training.sentence and training.vision, the same rule)."""
+    """The steps a trainer runs: ``max_steps`` when set, else ``epochs`` epochs."""
     if s.get("max_steps") is not None:
         return int(s["max_steps"])
     return steps_per_epoch * int(s.get("epochs", default_epochs))
 
 
-def _schedule_points(steps: int, every: int | None) -> int:
+def schedule_points(steps: int, every: int | None) -> int:
     """Step 0, every ``every``-th step and the last (the trainer's evaluation and analysis points)."""
     if not every:
         return 0
@@ -299,15 +275,13 @@ def _schedule_points(steps: int, every: int | None) -> int:
 
 
 def _resolved(precision: str | None, native_bf16: bool = True) -> str:
-    """The cell's precision on the plan's CUDA GPU, a card with (or without) ``native_bf16``
-    (:func:`contrastlab.cost.cards.native_bf16`), by the runtime's own rule
-    (:data:`contrastlab.precision.ON_CUDA`: ``auto`` is bf16 on a card with native bf16, else fp32)."""
+    """The cell's precision on the plan's CUDA GPU by the runtime's rule (``ON_CUDA``: ``auto`` is bf16
+    on a card with native bf16, else fp32)."""
     return ON_CUDA[native_bf16][precision or "auto"]
 
 
 def _corpus_sentences(grid: cl_config.Grid) -> int:
-    """Training sentences: the fixture's count, the lines of a user's corpus (``data.wiki_path``, one
-    sentence per line, as the trainer reads it), else wiki1m's 1,000,000."""
+    """Training sentences: the fixture's count, the lines of a user's ``data.wiki_path``, else wiki1m's."""
     data = grid.data
     if data.get("fixture"):
         return int(data.get("fixture_corpus_sentences", 2000))
@@ -333,11 +307,9 @@ def senteval_tokens(grid: cl_config.Grid) -> float:
 def _settings(
     grid: cl_config.Grid, cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
 ) -> Mapping[str, Any]:
-    """The cell's resolved settings under a precision choice (``config``: as configured), applied through
-    ``precision_override`` so that it reaches exactly the cells the switch reaches. A search point's
-    later stage is priced at the configured settings with its grid values (its winner is not known)."""
-    # The configured cell's settings, then the switch, then the point's grid values: the order
-    # point_settings on a config with the switch set would apply them in.
+    """The cell's resolved settings under a precision choice, applied through ``precision_override`` (so
+    that it reaches exactly the cells the switch reaches), then a search point's grid values (the order
+    point_settings would apply them in; a later stage is priced without its winner, not known yet)."""
     settings = grid.settings(point if point is not None else cell)
     if precision != AS_CONFIGURED:
         settings = cl_config.override_precision(dict(settings), precision)
@@ -353,11 +325,9 @@ def cell_work(
     model: Transformer | None = None,
     bf16: bool | None = None,
 ) -> CellWork:
-    """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
-    (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``).
-    ``model`` (a sentence cell's backbone) and ``bf16`` (whether the card computes bf16 natively) are
-    what the work rests on besides the settings: a caller pricing many cells resolves them once
-    (:class:`contrastlab.cost.plan.Priced`); left out, they are resolved here."""
+    """The :class:`CellWork` of ``cell`` (or of the search ``point``) under a precision choice (``config``
+    or one of :data:`~contrastlab.precision.RESOLVED`). ``model`` (a sentence cell's backbone) and
+    ``bf16`` (the card's native bf16) are resolved here unless given (``plan.Priced`` resolves them once)."""
     s = _settings(grid, cell, precision, point)
     bf16 = cards.native_bf16(grid.compute.get("gpu_model")) if bf16 is None else bf16
     if grid.experiment(cell.experiment).track == "vision":
@@ -366,8 +336,8 @@ def cell_work(
 
 
 def token_profile(grid: cl_config.Grid) -> str:
-    """The token profile of the config's training corpus: ``wiki1m`` (also for ``data.wiki_path``), or
-    "" for the demo's fixture, not profiled (a padding-free step is then priced at full rows)."""
+    """The training corpus's token profile: ``wiki1m`` (also for ``data.wiki_path``), or "" for the
+    fixture (not profiled: a padding-free step is priced at full rows)."""
     return "" if grid.data.get("fixture") else "wiki1m"
 
 
@@ -395,10 +365,10 @@ def _sentence_work(
     # 6·N·T over its time, attention's share of that time included.
     fraction = padding_free_fraction(model, length, real) if padding_free else 1.0
     step_flops = padded_step_flops * fraction
-    dev_points = _schedule_points(steps, int(s.get("eval_every", 125)))
+    dev_points = schedule_points(steps, int(s.get("eval_every", 125)))
     dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
-    analysis_flops = _schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
+    analysis_flops = schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
     precision = _resolved(s.get("precision"), bf16)
     grad_accum = int(s.get("grad_accum", 1))
     dev_batch = int(mode.dev_batch)
@@ -437,8 +407,8 @@ def _sentence_work(
 
 
 def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
-    """The optimiser steps of an image cell's probes (the linear probe over all ``n_images``, OAR's FFN
-    probes over each label fraction), by its experiment's image ``evaluation``."""
+    """The optimiser steps of an image cell's probes (linear over all ``n_images``, FFN over each label
+    fraction) by its experiment's image ``evaluation``."""
     probes = evaluation.get("probes") or ["linear", "knn"]
     steps = 0
     if "linear" in probes:
@@ -454,9 +424,7 @@ def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
 
 
 def vision_mode(settings: Mapping[str, Any], n_train: int, native_bf16: bool = True):
-    """The step mode (:func:`contrastlab.families.step_mode`, the trainer's own rule) of an image cell
-    with these (resolved) ``settings`` training on ``n_train`` images on the plan's CUDA GPU, with (or
-    without) ``native_bf16``."""
+    """The step mode (as :func:`sentence_mode`) of an image cell training on ``n_train`` images."""
     precision = _resolved(settings.get("precision"), native_bf16)
     return step_mode(settings, track="vision", device_type="cuda", precision=precision, n_images=n_train)
 

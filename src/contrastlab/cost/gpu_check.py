@@ -28,7 +28,7 @@ from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, CellWork, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
-from contrastlab.cost.measured import read_job_costs
+from contrastlab.cost.measured import read_job_costs, read_json
 from contrastlab.cost.packing import SHARES
 from contrastlab.cost.packing_measure import (
     STEP_COPY_MODULES,
@@ -60,27 +60,21 @@ WAIT_AFTER = "CONTRASTLAB_GPU_CHECK_WAIT_AFTER"
 WAIT_S = 600
 
 
-def encoding_difference(
-    model_dir: str | Path, sentences: list[str], device: str, *, pooling: str = "cls"
-) -> float:
+def encoding_difference(model_dir: str | Path, sentences: list[str], device: str) -> float:
     """Largest relative L2 difference between the embeddings of ``sentences`` by the checkpoint at
     ``model_dir`` encoded on ``device`` and on the CPU (the evaluator's encoder, IEEE fp32 on both)."""
     embeddings = {}
     for where in dict.fromkeys([device, "cpu"]):
         model, tokenizer = load_backbone(model_dir, device=where)
-        embeddings[where] = make_encoder(model, tokenizer, pooling=pooling, progress=False)(sentences)
+        embeddings[where] = make_encoder(model, tokenizer, pooling="cls", progress=False)(sentences)
     gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
     return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
 
 
 def environment() -> dict[str, Any]:
     """Device, driver, torch and CUDA versions of this machine."""
-    env = {
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-    }
+    env = {"host": platform.node(), "torch": torch.__version__, "cuda": torch.version.cuda}
+    env["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     if torch.cuda.is_available():
         env["device"] = torch.cuda.get_device_name(0)
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
@@ -107,7 +101,6 @@ def sts_dev_sentences(senteval_dir: str | Path) -> int:
 
 #: The steps each packed copy (:func:`measure_packing`) times per count, and the untimed ones before
 #: (capture, kernel choice, optimiser state).
-PACKING_COUNTS = SHARES
 PACKING_PRECISIONS = ("fp32", "bf16")
 PACKING_STEPS = 30
 PACKING_WARMUP = 10
@@ -128,8 +121,8 @@ def packing_series(
     vision_batches: Sequence[int] | None = VISION_PACKING_BATCHES,
 ) -> dict[str, Any]:
     """The steps :func:`measure_packing` packs: per name its track, configured precision, the factory of
-    one copy (with the cell's own settings, so that a copy runs the cell's mode) and its batch; MACL's
-    at each of ``vision_batches`` (None: its own). OAR's 224-px fp32 step fills the GPU alone: left out."""
+    one copy (the cell's own settings: its mode) and its batch; MACL's at each of ``vision_batches``
+    (None: its own). OAR's 224-px fp32 step fills the GPU alone: left out."""
     series = {}
     for cell in grid.cells:
         s = grid.settings_copy(cell)
@@ -156,16 +149,14 @@ def measure_packing(
     series: Mapping[str, tuple[str, str, Callable]],
     *,
     steps: int,
-    counts: Sequence[int] = PACKING_COUNTS,
     timeout: float = 600,
     forkserver_preload: Sequence[str] | None = None,
     pool: Callable[..., Mapping[str, list]] = pooled_rows,
     done: Callable[[list[dict[str, Any]]], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The packing series of the report and the calibration: every step of ``series`` timed by ``pool``
-    (1, 2 and 4 copies at once), without and then under a private MPS daemon where the machine has one.
-    Each series: ``step``, ``track``, ``precision``, ``mps`` and its ``rows``, or the ``error`` that kept
-    it from being measured. ``done(series so far)`` after each of the two rounds."""
+    """Every step of ``series`` timed by ``pool`` (1, 2 and 4 copies at once), without and then under a
+    private MPS daemon: per step and round its ``step``, ``track``, ``precision``, ``batch``, ``mps`` and
+    ``rows``, or the ``error`` that kept it from being measured. ``done(series so far)`` after each round."""
     out: list[dict[str, Any]] = []
     builds = {name: build for name, (_, _, build, _) in series.items()}
     for mps in (False, True):
@@ -176,7 +167,7 @@ def measure_packing(
             else:
                 options = {"steps": steps, "timeout": timeout, "env": env}
                 try:
-                    measured = pool(builds, counts, forkserver_preload=forkserver_preload, **options)
+                    measured = pool(builds, SHARES, forkserver_preload=forkserver_preload, **options)
                 except RuntimeError as err:
                     measured = str(err)
         for name, (track, precision, _, batch) in series.items():
@@ -216,10 +207,9 @@ TOY = {
 
 
 def run(args: argparse.Namespace) -> Path:
-    """``make gpu-check`` (``args``: ``scripts/gpu_check.py``'s options): parts ``cells`` (the fp16 cell
-    killed after its first snapshot and resumed), ``checks`` and ``packing``. After each part,
-    ``report.md`` and ``calibration.json`` hold every part done so far and name those not done; returns
-    the report's path. Without a usable GPU (and not ``--toy``) it stops with one line."""
+    """``make gpu-check`` (``args``: ``scripts/gpu_check.py``'s): parts ``cells`` (the fp16 cell killed
+    after its first snapshot and resumed), ``checks`` and ``packing``, each followed by ``report.md`` and
+    ``calibration.json``; returns the report's path. Without a usable GPU (nor ``--toy``): one line."""
     if not args.toy:
         _require_gpu()
     config, configfile = _preset(args)
@@ -229,7 +219,7 @@ def run(args: argparse.Namespace) -> Path:
     killed = _run_cells(grid, configfile, args.cores, args.workdir)
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     env = environment()
-    shipped = _shipped_calibration(str(env.get("device")))
+    shipped = cl_calibration.shipped_calibration(str(env.get("device")))
     dev_sentences = sts_dev_sentences(senteval_dir)
     rows, jobs, evaluations = _measured(grid, results, shipped, dev_sentences)
     write = functools.partial(
@@ -294,19 +284,11 @@ def _checks(grid: cl_config.Grid, rows, killed: bool, senteval_dir: str, device:
     }
 
 
-def _shipped_calibration(device: str) -> cl_calibration.Calibration:
-    """The calibration ``make plan`` ships for this card (the default's for another or none)."""
-    card = cl_calibration.model_of(device) or ""
-    return cl_calibration.load_calibration(
-        cl_calibration.SHIPPED_CALIBRATIONS.get(card, cl_calibration.DEFAULT_CALIBRATION)
-    )
-
-
 def planned_seconds(
     grid: cl_config.Grid, calibration: cl_calibration.Calibration
 ) -> dict[tuple[str, str], float]:
-    """The plan's seconds of each job of ``grid`` (:func:`contrastlab.cost.plan.make_plan`, each cell as
-    configured) under ``calibration``, by (rule, cell): training, encoding, and the CPU probe jobs."""
+    """The plan's seconds as configured of each job of ``grid`` under ``calibration``, by (rule, cell):
+    training, encoding, and the CPU probe jobs."""
     out: dict[tuple[str, str], float] = {}
     probe = cl_calibration.probe_seconds(grid, calibration)
     for job in make_plan(grid, calibration):
@@ -321,10 +303,9 @@ def planned_seconds(
 def _measured(
     grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration, dev_sentences: int = 0
 ):
-    """The cells' rows (:func:`~contrastlab.cost.gpu_report.cell_row`; their dev evaluations of
-    ``dev_sentences`` sentences less what ``shipped`` prices of them), the jobs' rows of the
-    actual-against-plan table (priced with the ``shipped`` calibration) and the encoding jobs' wall
-    and FLOP seconds, from the summaries and Snakemake's benchmark files in ``results``."""
+    """From the summaries and benchmark files in ``results``: the cells' rows (:func:`_cell_row`), the
+    jobs' rows of the actual-against-plan table (priced with ``shipped``) and the encoding jobs' wall
+    and FLOP seconds."""
     costs = read_job_costs(results, skipped=[])
     walls = {(j.rule, j.cell): j.seconds for j in costs}
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
@@ -366,15 +347,14 @@ def _require_gpu() -> None:
 
 
 def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
-    """The validated preset (at toy size with ``--toy``, in the folders ``args`` name) and the config
-    file Snakemake reads it from, written in its results folder."""
+    """The validated preset (toy-sized with ``--toy``, in ``args``' folders) and the config file
+    Snakemake reads it from, written in its results folder."""
     raw = yaml.safe_load(PRESET.read_text())
     if args.toy:
         raw = cl_config.deep_merge(raw, TOY)
-    if args.results_dir:
-        raw["results_dir"] = args.results_dir
-    if args.resources_dir:
-        raw["resources_dir"] = args.resources_dir
+    for key in ("results_dir", "resources_dir"):
+        if getattr(args, key):
+            raw[key] = getattr(args, key)
     config = cl_config.validate(raw)
     configfile = Path(config["results_dir"]) / "gpu-check.config.yaml"
     configfile.parent.mkdir(parents=True, exist_ok=True)
@@ -383,9 +363,9 @@ def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
 
 
 def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str) -> bool:
-    """Every cell trained and the :data:`EVALUATED` ones evaluated, through Snakemake; first (unless it
-    has finished before) a run of the image cells and the :data:`KILLED_METHOD` cell, SIGKILLed once
-    that cell wrote its first snapshot; True if it was killed."""
+    """Every cell trained and the :data:`EVALUATED` ones evaluated, through Snakemake; first (unless done
+    before) the image cells and the :data:`KILLED_METHOD` cell, SIGKILLed once that cell wrote its first
+    snapshot; True if it was killed."""
     results = grid.results.root
     killed_cell = next(c for c in grid.cells if c.method == KILLED_METHOD)
     marker = Path(grid.results.state("train", killed_cell), MARKER)
@@ -443,12 +423,8 @@ def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: floa
 
 
 def _encoding_record(grid: cl_config.Grid, cell) -> dict[str, Any]:
-    """An encoding job's ``start`` and ``phases`` as its cell's metrics keep them (``encoding``, copied
-    from the encoding job's record by the probe job); empty where the cell was not evaluated."""
-    try:
-        encoding = json.loads(_metrics_path(grid, cell).read_text()).get("encoding") or {}
-    except (OSError, ValueError):
-        return {}
+    """An encoding job's ``start`` and ``phases`` as its cell's metrics keep them (``encoding``)."""
+    encoding = read_json(_metrics_path(grid, cell)).get("encoding") or {}
     return {"start": encoding.get("start"), "phases": encoding.get("phases")}
 
 
@@ -470,8 +446,8 @@ def _trained_path(grid: cl_config.Grid, cell) -> Path:
 def _cell_row(
     grid: cl_config.Grid, cell, work: CellWork, wall_s: float | None, dev_work_s: float = 0.0
 ) -> dict[str, Any]:
-    """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell of the preset, from its summary,
-    the plan's FLOPs and snapshots (``work``), and its job's wall time (``wall_s``, None where unknown)."""
+    """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell, from its summary, the plan's
+    ``work`` and its job's wall time (None where unknown)."""
     track = grid.experiment(cell.experiment).track
     name = "settings.json" if track == "vision" else "train_summary.json"
     summary = json.loads((_trained_path(grid, cell) / name).read_text())
@@ -494,8 +470,8 @@ def _cell_row(
 
 
 def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
-    """Every evaluated sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job
-    copied into the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
+    """Every evaluated sentence cell's encoding job ran on ``device`` (its metrics' ``encoding``): rule
+    encode got the GPU, while its probe job, rule evaluate, asked for none."""
     sentence = [
         c for c in grid.cells if grid.experiment(c.experiment).track != "vision" and c.method in EVALUATED
     ]
@@ -513,8 +489,7 @@ def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
 
 def _gpu_vs_cpu(grid: cl_config.Grid, senteval: str, device: str) -> tuple[bool, str]:
     """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
-    :data:`EMBEDDING_TOLERANCE`), SentEval's data in ``senteval``; the STS scores of both are reported,
-    not compared."""
+    :data:`EMBEDDING_TOLERANCE`); the STS scores of both are reported, not compared."""
     cell = next(c for c in grid.cells if c.method == "fp32")
     model = Path(grid.results.checkpoint(cell, "model"))
     pairs = load_sts_pairs(senteval, "STSBenchmark", "test")

@@ -26,8 +26,6 @@ from typing import Any
 from contrastlab.blocks import Bullets, Heading, Paragraph, Table, to_markdown
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
-    PACKING_VARIANTS,
-    VISION_PACKING_KEY,
     Calibration,
     Measurement,
     calibration_from_measurements,
@@ -35,6 +33,7 @@ from contrastlab.cost.calibration import (
     vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
+from contrastlab.cost.measured import grouped
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
@@ -78,10 +77,9 @@ def steady_rate(summary: Mapping[str, Any]) -> float | None:
 
 
 def dev_evaluation_seconds(summary: Mapping[str, Any]) -> list[float]:
-    """The seconds of each dev evaluation of a sentence summary that was not its process's first: not
-    step 0's, nor the first after each resume (``resumed_from``), which pay for CUDA's first use of the
-    dev shapes and scipy's import. The seconds: ``eval_seconds`` (one per record of ``evals``), else
-    each record's ``seconds``; none where neither is recorded."""
+    """The seconds (``eval_seconds``, else each ``evals`` record's) of each dev evaluation of a sentence
+    summary that was not its process's first (step 0's, the first after each resume), which pay for CUDA's
+    first use of the dev shapes and scipy's import."""
     evals = summary.get("evals") or []
     seconds = summary.get("eval_seconds")
     if not seconds or len(seconds) != len(evals):
@@ -97,9 +95,8 @@ def dev_evaluation_seconds(summary: Mapping[str, Any]) -> list[float]:
 
 def dev_work_seconds(work: CellWork, calibration: Calibration, sentences: int) -> float:
     """The seconds the plan prices for one dev evaluation of ``sentences`` unique sentences of the cell
-    ``work`` besides its fixed cost (``dev_evaluation``): their share of one STS-B dev evaluation's FLOPs
-    at ``calibration``'s fp32 rate (the evaluators' precision) and their encoder calls at ``dev_call``
-    each (at least one). Zero for a cell without dev evaluations."""
+    ``work`` besides its fixed cost: their share of an STS-B dev evaluation's FLOPs at the fp32 rate and
+    of its encoder calls (at least one) at ``dev_call`` each. Zero without dev evaluations."""
     if not work.dev_evaluations:
         return 0.0
     share = sentences / STSB_DEV_SENTENCES
@@ -121,9 +118,8 @@ def cell_row(
     dev_work_s: float = 0.0,
 ) -> dict[str, Any]:
     """One row of the report from a cell's training summary and its FLOPs per step; ``snapshots`` and
-    ``snapshot_gib``: the plan's count and size of its snapshots; ``wall_s``: its job's wall time
-    (Snakemake's benchmark), from which its start-up is computed (module docstring); ``dev_work_s``: what
-    the plan prices of one of its dev evaluations besides their fixed cost (:func:`dev_work_seconds`)."""
+    ``snapshot_gib``: the plan's; ``wall_s``: its job's wall time, for its start-up (module docstring);
+    ``dev_work_s``: :func:`dev_work_seconds` of the cell."""
     timings = summary["timings"]
     steps_per_s = steady_rate(summary)
     settings = summary.get("settings") or {}
@@ -185,9 +181,8 @@ def measured_overheads(
     rows: Iterable[Mapping[str, Any]],
     evaluations: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, float]:
-    """The calibration's ``overheads_s`` measured by the rows (:func:`cell_row`) and the encoding jobs
-    (``evaluations``: ``wall_s`` and ``flop_s``), as the module docstring says; a figure without a
-    measurement is left out (the plan takes the default's, and says so)."""
+    """The ``overheads_s`` the rows (:func:`cell_row`) and the encoding jobs (``evaluations``: ``wall_s``
+    and ``flop_s``) measure (module docstring); a figure without a measurement is left out."""
     rows = list(rows)
     out: dict[str, float] = {}
     startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
@@ -211,12 +206,9 @@ def measured_overheads(
     return out
 
 
-def packing_figures(
-    packing: Iterable[Mapping[str, Any]],
-) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
-    """The calibration's ``packing.speedup`` and :data:`~contrastlab.cost.calibration.PACKING_VARIANTS`
-    from the packing series (a series without rows failed), per the precision its copies ran; an image
-    step's per batch (``vision_speedup_b64``)."""
+def packing_figures(packing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
+    """The calibration's packing figures (``speedup``, ``speedup_mps``, an image step's per batch:
+    ``vision_speedup_b64``) from the packing series, per the precision the copies ran."""
     figures: dict[str, dict[str, dict[int, float]]] = {}
     for series in packing:
         # an image step's figures by the batch it ran (the plan prices a cell at its own batch only)
@@ -225,10 +217,9 @@ def packing_figures(
             key = vision_packing_key(series["mps"], series["batch"])
         for r in series.get("rows") or ():
             if r["k"] > 1:
-                figures.setdefault(key, {}).setdefault(r.get("precision") or series["precision"], {})
-                figures[key][r.get("precision") or series["precision"]][r["k"]] = r["speedup"]
-    variants = {k: v for k, v in figures.items() if k in PACKING_VARIANTS or VISION_PACKING_KEY.fullmatch(k)}
-    return figures.pop("speedup", {}), variants
+                precision = r.get("precision") or series["precision"]
+                figures.setdefault(key, {}).setdefault(precision, {})[r["k"]] = r["speedup"]
+    return figures
 
 
 def calibration(
@@ -239,14 +230,13 @@ def calibration(
     evaluations: Iterable[Mapping[str, Any]] = (),
     missing: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What ``make plan`` reads: the achieved TFLOP/s per track and precision, the overheads of
-    :func:`measured_overheads`, GPU memory, the packing speed-ups measured and the ``missing`` parts."""
+    """The calibration ``make plan`` reads: achieved TFLOP/s, :func:`measured_overheads`, GPU memory, the
+    packing speed-ups and the ``missing`` parts."""
     rows = [r for r in rows if r["steps_per_s"]]
     measured = [
         Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
         for r in rows
     ]
-    speedup, variants = packing_figures(packing)
     source = f"make gpu-check on {env.get('device')} ({env.get('date')})"
     return calibration_from_measurements(
         measured,
@@ -254,15 +244,13 @@ def calibration(
         source=source + (f", without its {', '.join(missing)} part" if missing else ""),
         overheads_s=measured_overheads(rows, evaluations),
         gpu_memory_gib=env.get("gpu_memory_gib"),
-        packing_speedup=speedup,
-        packing_variants=variants,
+        packing=packing_figures(packing),
         missing_parts=missing,
     )
 
 
 def start_text(start: Mapping[str, Any] | None) -> str:
-    """A job's start as its summary's ``start`` records it: ``warm``, ``cold`` (with why), or "—" where
-    it was not recorded (an older trainer, or not run by Snakemake)."""
+    """A job's ``start``: ``warm``, ``cold`` (with why), or "—" where not recorded."""
     if not start:
         return NONE
     if start.get("warm"):
@@ -276,17 +264,13 @@ def _sum(values: Iterable[float | None]) -> float | None:
 
 
 def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
-    """The report's actual-against-plan section: per rule and per job, each job's wall time (Snakemake's
-    benchmark) beside the plan's seconds under each calibration of its ``planned`` (label -> seconds),
-    each job's start (warm or cold) and start-up, and the training jobs' phases; "—" where a figure is
-    missing (``jobs``: rule, cell, wall_s, planned, start, phases, startup_s; any may be missing)."""
+    """The report's actual-against-plan section: per rule and per job, the wall time beside the plan's
+    seconds under each calibration of ``planned`` (label -> seconds), each job's start and start-up, and
+    the phases (``jobs``: rule, cell, wall_s, planned, start, phases, startup_s; "—" where missing)."""
     if not jobs:
         return []
     labels = list(dict.fromkeys(label for j in jobs for label in (j.get("planned") or {})))
     plan = [f"plan, {label} (s)" for label in labels]
-    rules: dict[str, list[Mapping[str, Any]]] = {}
-    for j in jobs:
-        rules.setdefault(j["rule"], []).append(j)
     per_rule = [
         [
             rule,
@@ -294,7 +278,7 @@ def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
             _fmt(_sum(j.get("wall_s") for j in group), ".1f"),
             *(_fmt(_sum((j.get("planned") or {}).get(label) for j in group), ".1f") for label in labels),
         ]
-        for rule, group in rules.items()
+        for rule, group in grouped(jobs, lambda j: j["rule"]).items()
     ]
     per_job = [
         [
@@ -321,8 +305,7 @@ def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
 
 
 def _phase_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
-    """Every GPU job's phases (seconds), with the time each waited to be handed over: the training jobs'
-    from their summaries, the encoding jobs' from their metrics' ``encoding``."""
+    """Every GPU job's phases (seconds) and the time it waited to be handed over."""
     if not jobs:
         return []
     # the phases PHASES names, then any other a job records (encode_s, ...), before the total
@@ -372,8 +355,8 @@ def cells_table(rows: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def packing_blocks(packing: Sequence[Mapping[str, Any]]) -> list:
-    """The packing section: per step (the mode its cells run) and with or without MPS, each count's
-    rates, their sum and speed-up; a series that failed shows its error."""
+    """The packing section: per step and with or without MPS, each count's rates, their sum and
+    speed-up; a series that failed shows its error."""
     if not packing:
         return []
     rows = []
@@ -413,13 +396,11 @@ def write_report(
     missing: Sequence[str] = (),
     price: Callable[[Path], Mapping[tuple[str, str], float]] | None = None,
 ) -> Path:
-    """``calibration.json`` (:func:`calibration`), then ``report.md``, in ``out_dir``, each replaced whole
-    (a kill leaves the previous pair or the new one); returns the report's path. ``packing``: the
-    series of :func:`contrastlab.cost.gpu_check.measure_packing`; ``dev_sentences``: the unique STS-B
-    dev sentences the cells' dev evaluations encoded; ``evaluations``: the encoding jobs
-    (:func:`measured_overheads`); ``jobs``: :func:`jobs_blocks`' rows, to which ``price(calibration
-    file)`` (the plan's seconds per (rule, cell) under the file just written) adds a column;
-    ``missing``: the parts of :data:`PARTS` not done yet."""
+    """``calibration.json`` (:func:`calibration`), then ``report.md``, in ``out_dir``, each replaced whole;
+    returns the report's path. ``packing``: :func:`~contrastlab.cost.gpu_check.measure_packing`'s series;
+    ``dev_sentences``: the unique STS-B dev sentences a dev evaluation encoded; ``jobs``:
+    :func:`jobs_blocks`' rows, to which ``price(calibration file)`` (the plan's seconds per (rule, cell))
+    adds the file just written's column; ``missing``: the parts of :data:`PARTS` not done yet."""
     out_dir = Path(out_dir)
     measured = calibration(rows, env, packing=packing, evaluations=evaluations, missing=missing)
     calibration_file = Path(Results(out_dir).calibration)

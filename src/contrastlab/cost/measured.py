@@ -12,7 +12,6 @@ benchmark folders were named by rule.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -32,9 +31,9 @@ NONE = "—"
 
 @dataclass(frozen=True)
 class JobCost:
-    """One finished job: its rule, the paper and cell it belongs to (``cell`` is ``""`` for jobs of no
-    cell, such as a figure's), its wall seconds and peak resident memory (MB, ``None`` when Snakemake
-    could not measure it), and, for a job logged on a CUDA device, its GPU-hours and peak GPU memory."""
+    """One finished job: its rule, paper and cell (``""`` for a figure's job), wall seconds, peak resident
+    memory (MB, ``None`` where unmeasured), and, for a job logged on a CUDA device, its GPU-hours and peak
+    GPU memory."""
 
     rule: str
     paper: str
@@ -81,21 +80,20 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
         age = Path(benchmark).stat().st_mtime - usage.stat().st_mtime
     except OSError:
         return None
-    rss = _number(_json(str(usage)).get("max_rss"))
+    rss = _number(read_json(str(usage)).get("max_rss"))
     # Written as the job ended, just before Snakemake wrote the benchmark file; one left by an earlier run
     # of the job (run again since without a warm start) is older than the benchmark file by far more.
     return rss if -5 <= age <= 60 else None
 
 
-def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None, dict | None]:
-    """``(device, peak GPU memory in GiB, the end's record)`` from a training log: the ``device`` of its
-    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (``None``
-    where absent)."""
-    device = peak = end = None
+def training_device(log_path: str | os.PathLike) -> tuple[str | None, dict]:
+    """``(device, end)`` from a training log: its ``start`` event's ``device`` (``None`` where absent) and
+    its last ``end`` event (``{}`` where absent)."""
+    device, end = None, {}
     try:
         lines = Path(log_path).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return None, None, None
+        return device, end
     for line in lines:
         try:
             event = json.loads(line)
@@ -104,19 +102,14 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
         if event.get("event") == "start":
             device = event.get("device")
         elif event.get("event") == "end":
-            peak, end = event.get("peak_gpu_memory_gib"), event
-    return device, peak, end
+            end = event
+    return device, end
 
 
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
     """The device a cell's GPU-side evaluation ran on, from its metrics file's ``encoding.device`` (an
     older ``vision.json``: its ``device``); ``None`` where absent."""
-    try:
-        data = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    data = read_json(metrics_path)
     encoding = data.get("encoding")
     if Path(metrics_path).name == "vision.json" and not isinstance(encoding, dict):
         return data.get("device")
@@ -137,29 +130,29 @@ _DEVICE_RECORD = {
 
 
 def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | None) -> JobCost:
-    """The :class:`JobCost` of the benchmark file ``benchmarks/<rule>/<place>.tsv`` (``parts``: the
-    rule, then the place's parts, suffix removed), or of ``benchmarks/<rule>.tsv`` for a job of no cell."""
+    """The :class:`JobCost` of ``benchmarks/<rule>/<place>.tsv`` (``parts``: the rule, then the place's
+    parts), or of ``benchmarks/<rule>.tsv`` for a job of no cell."""
     rule, place = parts[0], "/".join(parts[1:])
     if not place:  # a figure's job: oar_synthetic, figure_analytic_<paper>
         return JobCost(rule, paper_of(rule.removeprefix("figure_analytic_")), "", seconds, rss)
-    device = peak = end = None
+    device, end = None, {}
     record = _DEVICE_RECORD.get(rule)
     if record == "log":
-        device, peak, end = training_device(results.checkpoint(place, "train_log.jsonl"))
+        device, end = training_device(results.checkpoint(place, "train_log.jsonl"))
     elif record is not None:
         metrics = results.metrics(place, record)
         # The image probes run on the CPU; a vision.json without `encoding` predates that split: its one
         # GPU job extracted the features and fitted the probes.
-        if rule != "evaluate_vision" or "encoding" not in _json(metrics):
+        if rule != "evaluate_vision" or "encoding" not in read_json(metrics):
             device = metrics_device(metrics)
     gpu_hours = seconds / 3600 if str(device or "").startswith("cuda") else None
-    peak = peak if gpu_hours is not None else None
-    phases = (end or {}).get("phases")
-    job = JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
-    return dataclasses.replace(job, phases=phases, start=(end or {}).get("start")) if phases else job
+    peak = end.get("peak_gpu_memory_gib") if gpu_hours is not None else None
+    phases, start = (end.get("phases"), end.get("start")) if end.get("phases") else (None, None)
+    return JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours, peak, phases, start)
 
 
-def _json(path: str) -> dict:
+def read_json(path: str | os.PathLike) -> dict:
+    """The JSON object at ``path``; ``{}`` where it is missing, unreadable or not an object."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -169,8 +162,7 @@ def _json(path: str) -> dict:
 
 def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = None) -> list[JobCost]:
     """Every job with a benchmark file under ``<results_dir>/benchmarks``, sorted by rule and cell. A file
-    without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and left
-    out (the report must not fail over one damaged timing file)."""
+    without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     jobs = []
@@ -188,8 +180,7 @@ def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = 
 
 def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]]:
     """Move the benchmark files a run wrote before they were named by rule to ``benchmarks/<rule>/``;
-    returns the moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a
-    benchmark file."""
+    returns the moves, ``(from, to)``. Moving again moves nothing."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     moves = []
@@ -237,8 +228,9 @@ def _gpu_hours(jobs: Iterable[JobCost]) -> str:
     return f"{sum(known):.2f}" if known else NONE
 
 
-def _grouped(jobs: Sequence[JobCost], key: Callable[[JobCost], str]) -> dict[str, list[JobCost]]:
-    groups: dict[str, list[JobCost]] = {}
+def grouped(jobs: Iterable[Any], key: Callable[[Any], str]) -> dict[str, list[Any]]:
+    """``jobs`` by ``key``, in the order each key first comes."""
+    groups: dict[str, list[Any]] = {}
     for job in jobs:
         groups.setdefault(key(job), []).append(job)
     return groups
@@ -269,7 +261,7 @@ def per_paper(jobs: Sequence[JobCost], projected: Projected | None = None) -> li
             "GPU-h": _gpu_hours(group),
             **_projected(projected, "paper", paper),
         }
-        for paper, group in sorted(_grouped(jobs, lambda j: j.paper).items())
+        for paper, group in sorted(grouped(jobs, lambda j: j.paper).items())
     ]
 
 
@@ -286,7 +278,7 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
             "GPU-h": _gpu_hours(group),
             **_projected(projected, "rule", rule),
         }
-        for rule, group in sorted(_grouped(jobs, lambda j: j.rule).items())
+        for rule, group in sorted(grouped(jobs, lambda j: j.rule).items())
     ]
 
 
@@ -297,21 +289,16 @@ def _step(rule: str) -> str:
 
 
 def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
-    """One row per cell (training, encoding and evaluation together): wall time of each, the larger peak
-    RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``).
-    ``encode`` is the encoding job (SentEval's, or an image cell's features), ``evaluate`` its probes."""
+    """One row per cell: wall time of its training, encoding and probes (``evaluate``), the larger peak
+    RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``)."""
     rows = []
-    for cell, group in sorted(_grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
-        train = [j for j in group if _step(j.rule) == "train"]
-        encode = [j for j in group if _step(j.rule) == "encode"]
-        evaluate = [j for j in group if _step(j.rule) == "evaluate"]
+    for cell, group in sorted(grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
+        steps = {s: [j.seconds for j in group if _step(j.rule) == s] for s in ("train", "encode", "evaluate")}
         peaks = [j.peak_gpu_gib for j in group if j.peak_gpu_gib is not None]
         rows.append(
             {
                 "cell": cell,
-                "train": hms(sum(j.seconds for j in train)) if train else NONE,
-                "encode": hms(sum(j.seconds for j in encode)) if encode else NONE,
-                "evaluate": hms(sum(j.seconds for j in evaluate)) if evaluate else NONE,
+                **{step: hms(sum(seconds)) if seconds else NONE for step, seconds in steps.items()},
                 "peak RSS (MB)": _rss(group),
                 "peak GPU mem (GiB)": f"{max(peaks):.1f}" if peaks else NONE,
                 "GPU-h": _gpu_hours(group),
@@ -324,10 +311,10 @@ def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
 def cost_blocks(
     results_dir: str | os.PathLike, projected: Projected | None = None, projected_note: str = ""
 ) -> list:
-    """The report's cost section (blocks, :mod:`contrastlab.blocks`) for the run in ``results_dir``: per
-    paper, per rule and per cell; one line saying so when no job has written a benchmark file yet. With
-    ``projected`` (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the
-    measured ones (``projected_note`` says how they were projected), or alone before any job ran."""
+    """The report's cost section (blocks) for the run in ``results_dir``: per paper, rule and cell; one
+    line when no job has written a benchmark file yet. With ``projected``
+    (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the measured ones (or
+    alone before any job ran), with ``projected_note`` saying how they were projected."""
     skipped: list[Path] = []
     jobs = read_job_costs(results_dir, skipped)
     blocks: list = [Heading(2, "Cost"), *([Paragraph(projected_note)] if projected_note else [])]
@@ -401,9 +388,8 @@ def _start(start: Mapping[str, Any] | None) -> str:
 
 
 def per_training_job(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
-    """One row per training job that recorded its phases: how it started (warm, or cold and why), each
-    phase's seconds (:data:`PHASE_COLUMNS`; "—" for one it did not record), the part of its total
-    outside its work (:data:`WORK_PHASES`) and Snakemake's wall time of the job."""
+    """One row per training job that recorded its phases: how it started, each phase's seconds
+    (:data:`PHASE_COLUMNS`), the part of its total outside its work (:data:`WORK_PHASES`), its wall time."""
     rows = []
     for job in (j for j in jobs if j.phases):
         phases = job.phases or {}

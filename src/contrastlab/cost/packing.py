@@ -51,15 +51,13 @@ def cell_share(peak_gib: float, gpu_memory_gib: float, gpu_share: int) -> int:
 
 
 def mps_asked(grid: Grid) -> bool:
-    """Whether the config runs packed training jobs under an NVIDIA MPS daemon (``resources.mps``;
-    :mod:`contrastlab.workflow.mps`): which of the calibration's figures price them."""
+    """Whether packed training jobs run under an MPS daemon (``resources.mps``), whose figures price them."""
     return bool(grid.compute.get("mps", False))
 
 
 def measured_mode(track: str, precision: str) -> str:
     """The step mode the calibration's packing figures of ``track`` and ``precision`` were timed in: the
-    trainer's default on CUDA (:func:`contrastlab.families.step_mode` without settings, a BERT backbone:
-    padding-free IEEE fp32, the captured graph otherwise), as ``make gpu-check`` times them."""
+    trainer's default on CUDA for a BERT (padding-free IEEE fp32, the captured graph otherwise)."""
     mode = families.step_mode({}, track=track, device_type="cuda", precision=precision, model_type="bert")
     return mode.name
 
@@ -70,18 +68,16 @@ def _mode(work: Any) -> str:
 
 
 def step_name(work: Any) -> str:
-    """A cell's step as the packing figures key it (``sentence bf16 graph``, ``vision fp32 graph batch
-    512``): its track, precision and mode (:class:`~contrastlab.cost.flops.CellWork`'s), and an image
-    cell's batch, since its figures are measured per batch."""
+    """A cell's step as the packing figures key it: its track, precision, mode and an image cell's batch
+    (``sentence bf16 graph``, ``vision fp32 graph batch 512``)."""
     batch = f" batch {work.batch}" if work.track == "vision" else ""
     return f"{work.track} {work.precision} {_mode(work)}{batch}"
 
 
 def step_figures(work: Any, calibration: Any, mps: bool) -> Mapping[int, float]:
-    """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, with
-    (``mps``) or without an MPS daemon: the calibration's ``packing`` figures where measured on this card
-    and in this cell's mode (:func:`measured_mode`), an image cell's at its own batch (what packing gains
-    at one batch says nothing of another). Empty: the cell keeps a GPU of its own."""
+    """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, with or
+    without MPS: the calibration's figures where measured on this card in this cell's mode
+    (:func:`measured_mode`), an image cell's at its own batch. Empty: the cell keeps a GPU of its own."""
     if not _priced(calibration) or work.rate_class == "vision_large":
         return {}
     if _mode(work) != measured_mode(work.track, work.precision):
@@ -91,8 +87,7 @@ def step_figures(work: Any, calibration: Any, mps: bool) -> Mapping[int, float]:
 
 def _priced(calibration: Any) -> bool:
     """Whether the calibration's packing figures were measured on its card: not assumed, not scaled from
-    another card (its ``note``), not from a ``make gpu-check`` stopped before its packing part (whose
-    file then holds the default's figures, another card's)."""
+    another card (its ``note``), not a ``make gpu-check`` stopped before its packing part."""
     return (
         calibration.packing_measured and not calibration.note and "packing" not in calibration.missing_parts
     )
@@ -100,7 +95,7 @@ def _priced(calibration: Any) -> bool:
 
 def _measured(calibration: Any, track: str, precision: str, mps: bool, batch: int = 0) -> Mapping[int, float]:
     """The calibration's packing figures of ``track`` and ``precision`` with or without MPS (an image
-    step's at ``batch``: :func:`~contrastlab.cost.calibration.vision_packing_key`)."""
+    step's at ``batch``)."""
     key = vision_packing_key(mps, batch) if track == "vision" else "speedup" + ("_mps" if mps else "")
     by_precision = calibration.packing_speedup if key == "speedup" else calibration.packing_variants.get(key)
     return (by_precision or {}).get(precision) or {}
@@ -125,20 +120,16 @@ def speedup(figures: Mapping[int, float], share: int) -> float:
 
 
 def chosen_share(work: Any, calibration: Any, gpu_share: int, mps: bool) -> int:
-    """The jobs per GPU of a cell whose work is ``work`` (its peak memory, track, precision and mode):
-    of the counts that fit (:func:`cell_share` on the calibration's card), the one with the largest
-    measured speed-up (:func:`step_figures` with or without ``mps``) if that is above 1; else 1, a GPU of
-    its own: sharing is adopted only where it was measured to pay."""
+    """The jobs per GPU of a cell whose work is ``work``: of the counts that fit (:func:`cell_share`), the
+    one with the largest measured speed-up (:func:`step_figures`) if above 1; else 1, a GPU of its own."""
     figures = step_figures(work, calibration, mps)
     fits = [n for n in SHARES if n <= cell_share(work.peak_gib, calibration.gpu_memory_gib, gpu_share)]
     return max(fits, key=lambda n: (speedup(figures, n), -n))
 
 
 def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int:
-    """The ``gpu_share`` resource of a training job (rules ``train``, ``train_vision``): its cell's
-    :func:`chosen_share` as configured (``resources.mps`` picks the figures); 1 when packing is off or
-    the job runs on the CPU (``resources.gpu: 0``). ``calibration()`` is called only when packing is on
-    (the DAG asks every training job)."""
+    """The ``gpu_share`` resource of a training job: its cell's :func:`chosen_share` as configured; 1 when
+    packing is off or the job runs on the CPU. ``calibration()`` is called only when packing is on."""
     resources = grid.compute
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):
@@ -148,21 +139,19 @@ def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int
 
 def pack_group(share: int) -> str | None:
     """The Snakemake job group of a training job that shares its GPU with ``share - 1`` others
-    (``gpu_pack2``, ``gpu_pack4``): the SLURM profiles put ``share`` of them in one GPU allocation
-    (``group-components``); None for a job with a GPU of its own. Locally groups are ignored."""
+    (``gpu_pack2``, ``gpu_pack4``: one SLURM allocation of ``share`` jobs); None for a GPU of its own."""
     return f"gpu_pack{share}" if share > 1 else None
 
 
 def packed_seconds(seconds: float, work: Any, share: int, calibration: Any, mps: bool) -> float:
-    """GPU-seconds of a training job sharing its GPU with ``share - 1`` others (module docstring):
-    ``seconds`` alone ÷ :func:`speedup` of its step's figures."""
+    """GPU-seconds of a training job sharing its GPU with ``share - 1`` others: ``seconds`` alone ÷
+    :func:`speedup` of its step's figures."""
     return seconds / speedup(step_figures(work, calibration, mps), share)
 
 
 def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str]:
     """The plan's paragraph on packing: off, or which jobs share a GPU and which steps have no measured
-    figure (a GPU of their own), the figures priced and where they come from (``jobs``: the plan's,
-    with their ``share`` and a configured cell's ``works``)."""
+    figure, the figures priced and their source (``jobs``: the plan's)."""
     share, mps = grid.compute.get("gpu_share", 1), mps_asked(grid)
     under = "under MPS (`resources.mps: true`)" if mps else "without MPS (`resources.mps: false`)"
     if share == 1 or not grid.compute.get("gpu"):

@@ -76,11 +76,6 @@ def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | Non
     return row | {key: copies[0][key] for key in ("mode", "precision") if key in copies[0]}
 
 
-def _check_counts(counts: Sequence[int]) -> None:
-    if not counts or counts[0] != 1:
-        raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
-
-
 def pooled_rows(
     series: Mapping[str, Callable[[], StepCopy]],
     counts: Sequence[int],
@@ -91,14 +86,13 @@ def pooled_rows(
     forkserver_preload: Sequence[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """For each step of ``series`` (name -> a picklable factory that builds and warms up one copy) and
-    each k of ``counts`` (the first 1): each copy's steps/s when k run at once, their sum, the speed-up of
-    the sum over one copy alone, the largest ``peak_gib`` a copy reported. max(``counts``) workers are
-    started once for them all; for each k the first k time ``steps`` steps together while the others
-    wait at a barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA
-    starts (an MPS daemon's pipe). ``forkserver_preload`` (``--toy``, on the CPU): fork workers from a
-    server that imported these modules once, since spawned imports cost more than the toy's steps.
-    Raises ``RuntimeError`` (one line) when a worker fails or is silent for ``timeout`` seconds."""
-    _check_counts(counts)
+    each k of ``counts`` (the first 1): :func:`_packing_row` of k copies timed at once. max(``counts``)
+    workers start once; for each k the first k time ``steps`` steps together while the others wait at a
+    barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA starts (an
+    MPS daemon's pipe); ``forkserver_preload``: :func:`_context`. Raises ``RuntimeError`` (one line) when
+    a worker fails or is silent for ``timeout`` seconds."""
+    if not counts or counts[0] != 1:
+        raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
     ctx = _context(forkserver_preload)
     workers = max(counts)
     results, barrier = ctx.Queue(), ctx.Barrier(workers, timeout=timeout)
@@ -164,9 +158,9 @@ def _pool_worker(index: int, series, counts, steps: int, env, barrier, results) 
 
 @contextlib.contextmanager
 def mps_daemon(timeout: float = 30) -> Iterator[dict[str, str] | None]:
-    """A private NVIDIA MPS control daemon for the block (its own temporary pipe and log folder, so that it
-    neither joins nor disturbs the machine's): yields its clients' environment, or None where
-    :data:`MPS_CONTROL` is not on ``PATH`` or does not start; stopped and removed afterwards."""
+    """A private NVIDIA MPS control daemon for the block (its own pipe and log folder, apart from the
+    machine's): yields its clients' environment, or None where :data:`MPS_CONTROL` is missing or does not
+    start; stopped and removed afterwards."""
     control = shutil.which(MPS_CONTROL)
     if control is None:
         yield None
@@ -187,12 +181,15 @@ def mps_daemon(timeout: float = 30) -> Iterator[dict[str, str] | None]:
 
 
 class StepCopy:
-    """One copy's training step, built and warmed up in this process: :meth:`time` runs ``steps`` more
-    and returns their rate, the peak GPU memory (CUDA), the step ``mode`` the trainer would run
-    (:attr:`contrastlab.families.StepMode.name`) and the resolved ``precision``."""
+    """One copy's training step, built in this process and warmed up by ``warmup`` untimed steps
+    (optimiser state, kernel choice, allocator): :meth:`time` runs ``steps`` more and returns their rate,
+    the peak GPU memory (CUDA), the step ``mode`` and the resolved ``precision``."""
 
-    def __init__(self, step: Callable[[], Any], device, mode: str, precision: str) -> None:
-        self.step, self.device, self.mode, self.precision = step, device, mode, precision
+    def __init__(self, step, device, precision: str, warmup: int, *, graph: bool, padding_free: bool = False):
+        for _ in range(warmup):
+            step()
+        mode = families.StepMode(graph=graph, compile=False, padding_free=padding_free, dev_batch=None)
+        self.step, self.device, self.mode, self.precision = step, device, mode.name, precision
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -225,10 +222,9 @@ class StepCopy:
 
 
 def trainer_settings(settings: Mapping[str, Any] | None, resolved: str, device, model_type: str):
-    """The sentence trainer's ``TrainSettings`` for a cell's ``settings`` (its workflow params; None: the
-    trainer's defaults) on ``device`` at the ``resolved`` precision with a backbone of ``model_type``:
-    the defaults the trainer decides there (:func:`contrastlab.training.capture.for_device`, which asks
-    :func:`contrastlab.families.step_mode`): the graph, padding-free or neither."""
+    """The sentence trainer's ``TrainSettings`` for a cell's ``settings`` (None: the defaults) on
+    ``device`` at the ``resolved`` precision with a ``model_type`` backbone, as the trainer decides them
+    there (:func:`contrastlab.training.capture.for_device`): the graph, padding-free or neither."""
     configured = TrainSettings.from_dict({"loss": "infonce", **(settings or {})})
     return capture.for_device(configured, device, precision=resolved, model_type=model_type)[0]
 
@@ -246,9 +242,9 @@ def sentence_step(
     config_class: str = "BertConfig",
     threads: int = 1,
 ) -> StepCopy:
-    """A :class:`StepCopy` of the sentence trainer's step in the mode the trainer runs for ``settings``
-    (:func:`trainer_settings`) on a randomly initialised encoder (``config_class(**model_config)``) at
-    ``batch`` sentences × ``length`` tokens, after ``warmup`` untimed steps."""
+    """A :class:`StepCopy` of the sentence trainer's step in its mode for ``settings``
+    (:func:`trainer_settings`) on a random ``config_class(**model_config)`` encoder at ``batch`` sentences
+    × ``length`` tokens."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     where = torch.device(device)
@@ -267,22 +263,17 @@ def sentence_step(
     lengths[0] = length
     chunk = (ids, (torch.arange(length, device=where) < lengths[:, None]).to(ids.dtype))
     parts = (run, model, head, build_loss("infonce"), optimizer, params)
-    step = training_step(*parts, chunk, graph=bool(s.cuda_graph), padding_free=bool(s.padding_free))
-    for _ in range(warmup):  # optimiser state, kernel choice, allocator
-        step(*chunk)
-    mode = families.StepMode(
-        graph=bool(s.cuda_graph), compile=False, padding_free=bool(s.padding_free), dev_batch=None
-    )
-    return StepCopy(lambda: step(*chunk), where, mode.name, resolved)
+    mode = {"graph": bool(s.cuda_graph), "padding_free": bool(s.padding_free)}
+    step = training_step(*parts, chunk, **mode)
+    return StepCopy(lambda: step(*chunk), where, resolved, warmup, **mode)
 
 
 def vision_step(
     *, settings: Mapping[str, Any], device: str, warmup: int, state_dir: str, n_images: int, threads: int = 1
 ) -> StepCopy:
-    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (without OAR's labelled
-    pass) as the trainer runs it on ``device`` (captured where :func:`contrastlab.training.capture.for_device`
-    says so, over ``n_images`` training images), on random images, after ``warmup`` untimed steps."""
-    # without OAR's labelled pass: its batches need the dataset, and the copy times the contrastive step
+    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` as the trainer runs it on
+    ``device`` (:func:`trainer_image_graph`), on random images; without
+    OAR's labelled pass (its batches need the dataset; the copy times the contrastive step)."""
     s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)
     torch.set_num_threads(threads)
@@ -291,20 +282,15 @@ def vision_step(
     graph = trainer_image_graph(settings, where, n_images)
     size = s.input_size or s.image_size
     built = build_parts(s, run, None, size)  # the trainer's own: seeded modules, optimiser, loss, cuDNN
-    memory_format = built.memory_format
     images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
     parts = (built.forward_encoder, built.head, built.loss_fn, built.optimizer, built.params)
-    step = _image_step(run, s, parts, (built.augment, built.views, images), memory_format, graph=graph)
-    for _ in range(warmup):
-        step()
-    mode = families.StepMode(graph=graph, compile=False, padding_free=False, dev_batch=None)
-    return StepCopy(step, where, mode.name, run.precision.name)
+    step = _image_step(run, s, parts, (built.augment, built.views, images), built.memory_format, graph=graph)
+    return StepCopy(step, where, run.precision.name, warmup, graph=graph)
 
 
 def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool) -> Callable[[], Any]:
-    """One image step as the trainer runs it without OAR's pass: the captured graph (``graph``) or the
-    eager step (no clipping, the gradients zeroed by the optimiser step); ``parts`` = (encoder, head,
-    loss, optimiser, parameters), ``data`` = (augmentation, the views' generator, a batch of images)."""
+    """One image step as the trainer runs it without OAR's pass, captured (``graph``) or eager; ``parts``
+    = (encoder, head, loss, optimiser, parameters), ``data`` = (augmentation, views' generator, images)."""
     encoder, head, loss_fn, optimizer, params = parts
     augment, views, images = data
     options = {"memory_format": memory_format, "head_autocast": s.head_autocast}
@@ -314,28 +300,20 @@ def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool
         )
         return lambda: captured(images)
 
+    eager = {**options, "autocast": run.autocast, "with_stats": False, "scale": run.scale}
+
     def step() -> None:
         with run.step_context():
             pair = two_views(augment, images, views, s.augment_calls)
-            train_step(
-                encoder,
-                head,
-                loss_fn,
-                *pair,
-                autocast=run.autocast,
-                with_stats=False,
-                scale=run.scale,
-                **options,
-            )
+            train_step(encoder, head, loss_fn, *pair, **eager)
             run.optimizer_step(optimizer, params, clip_norm=None)
 
     return step
 
 
 def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:
-    """Whether the image trainer captures the step of a cell's ``settings`` (its workflow params) on
-    ``device`` over ``n_images`` training images (:func:`contrastlab.training.capture.for_device`,
-    which asks :func:`contrastlab.families.step_mode`)."""
+    """Whether the image trainer captures the step of a cell's ``settings`` on ``device`` over
+    ``n_images`` training images (:func:`contrastlab.training.capture.for_device`)."""
     return capture.for_device(VisionTrainSettings.from_dict(settings), device, n_images=n_images)[
         0
     ].cuda_graph

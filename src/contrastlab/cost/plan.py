@@ -10,6 +10,7 @@ the cells come from one :class:`contrastlab.config.Grid` (:func:`make_plan`; ``m
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +37,7 @@ from contrastlab.cost.calibration import (
 )
 from contrastlab.cost.cards import native_bf16
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork, cell_work, senteval_tokens
-from contrastlab.cost.measured import hms
+from contrastlab.cost.measured import grouped, hms
 from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_lines
 from contrastlab.cost.provenance import moved_rules, status_lines
 from contrastlab.cost.schedule import schedule_lines
@@ -81,12 +82,9 @@ class Priced:
     def __init__(self, grid: cl_config.Grid) -> None:
         self.grid = grid
         self.bf16 = native_bf16(grid.compute.get("gpu_model"))
-        self.models: dict[str, Transformer] = {}
-
-    def model(self, alias: str) -> Transformer:
-        if alias not in self.models:
-            self.models[alias] = backbone_transformer(self.grid, alias)
-        return self.models[alias]
+        self.model: Callable[[str], Transformer] = functools.cache(
+            functools.partial(backbone_transformer, grid)
+        )
 
     def works(
         self, cell: cl_config.Cell, choices: Sequence[str], point: cl_search.SearchPoint | None = None
@@ -117,9 +115,8 @@ def _training_job(
     configured: bool = False,
     **where: str,
 ) -> PlannedJob:
-    """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
-    when its cell shares a GPU under that choice (its memory estimate and step; ``share``:
-    :func:`_gpu_share`); a ``configured`` cell's job keeps its ``works``."""
+    """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`) where
+    its cell shares a GPU (``share``: :func:`_gpu_share`); a ``configured`` cell's job keeps its ``works``."""
     shares = {c: chosen_share(w, calibration, *share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
@@ -136,6 +133,12 @@ def _training_job(
     )
 
 
+def _encoding_job(rule: str, choices: Sequence[str], seconds: float, **where: Any) -> PlannedJob:
+    """An encoding job of the plan: the same seconds under every choice (the evaluators encode in fp32)."""
+    precision = dict.fromkeys(choices, EVALUATION_PRECISION)
+    return PlannedJob(rule=rule, seconds=dict.fromkeys(choices, seconds), precision=precision, **where)
+
+
 def probe_jobs(grid: cl_config.Grid, calibration: Calibration) -> tuple[int, float]:
     """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
     GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
@@ -150,9 +153,8 @@ def make_plan(
     chosen: str = AS_CONFIGURED,
     points: Sequence[cl_search.SearchPoint] = (),
 ) -> list[PlannedJob]:
-    """Every GPU job of the (validated) config with its projected seconds under each precision choice
-    (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
-    ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`)."""
+    """Every GPU job of the config with its seconds under each precision choice (``config``,
+    :data:`SIDE_BY_SIDE`, ``chosen``; memory and kind: ``chosen``'s), and the search ``points``' jobs."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     priced = Priced(grid)
     jobs = search_jobs(grid, calibration, chosen, points, priced)
@@ -162,33 +164,20 @@ def make_plan(
         vision = works[chosen].track == "vision"
         common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
         jobs.append(_training_job(share, calibration, works, chosen, configured=True, **common))
-        evaluation = eval_seconds(works[chosen], calibration)
-        jobs.append(
-            PlannedJob(
-                rule="encode_vision" if vision else "encode",
-                seconds=dict.fromkeys(choices, evaluation),
-                precision=dict.fromkeys(choices, EVALUATION_PRECISION),
-                cpu_after_s=vision_probe_seconds(works[chosen], calibration) if vision else 0.0,
-                **common,
-            )
-        )
+        probes = vision_probe_seconds(works[chosen], calibration) if vision else 0.0
+        seconds = eval_seconds(works[chosen], calibration)
+        rule = "encode_vision" if vision else "encode"
+        jobs.append(_encoding_job(rule, choices, seconds, cpu_after_s=probes, **common))
     for backbone, _ in grid.pretrained:
         seconds = eval_seconds(_pretrained_work(grid, backbone, priced), calibration)
-        jobs.append(
-            PlannedJob(
-                "encode_pretrained",
-                "pretrained",
-                "pretrained",
-                f"pretrained/{backbone}",
-                dict.fromkeys(choices, seconds),
-            )
-        )
+        where = {"paper": "pretrained", "experiment": "pretrained", "cell": f"pretrained/{backbone}"}
+        jobs.append(_encoding_job("encode_pretrained", choices, seconds, **where))
     return jobs
 
 
 def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
-    """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
-    the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations."""
+    """Training cells: ``sentence`` (of which ``figure``: experiments with no paper table), ``vision``,
+    ``total``, and ``pretrained`` evaluations."""
     counts = {"sentence": 0, "figure": 0, "vision": 0}
     tabled = {table.experiment for paper in PAPERS for table in paper.tables}
     for cell in grid.cells:
@@ -203,10 +192,6 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------------------- rendering
-def _hours(jobs: Sequence[PlannedJob], choice: str) -> str:
-    return f"{sum(j.seconds[choice] for j in jobs) / 3600:.2f}"
-
-
 def _choices(jobs: Sequence[PlannedJob]) -> list[str]:
     return list(jobs[0].seconds) if jobs else [AS_CONFIGURED, *SIDE_BY_SIDE]
 
@@ -216,21 +201,15 @@ def _label(choice: str) -> str:
 
 
 def _rows(jobs: Sequence[PlannedJob], key, name: str, extra=None) -> list[dict[str, str]]:
-    groups: dict[str, list[PlannedJob]] = {}
-    for job in jobs:
-        groups.setdefault(key(job), []).append(job)
-    rows = []
-    for value, group in groups.items():
-        row = {name: value, "jobs": str(len(group))}
-        if extra:
-            row.update(extra(group))
-        row.update({f"GPU-h {_label(c)}": _hours(group, c) for c in _choices(jobs)})
-        rows.append(row)
-    total = {name: "**total**", "jobs": str(len(jobs))}
-    if extra:
-        total.update(dict.fromkeys(extra(jobs[:1]), ""))
-    total.update({f"GPU-h {_label(c)}": _hours(jobs, c) for c in _choices(jobs)})
-    return rows + [total]
+    """One row per value of ``key`` (column ``name``): its jobs, ``extra``'s columns, GPU-h per choice;
+    then the total."""
+
+    def row(value: str, group: Sequence[PlannedJob], more: Mapping[str, str]) -> dict[str, str]:
+        hours = {f"GPU-h {_label(c)}": f"{total_hours(group, c):.2f}" for c in _choices(jobs)}
+        return {name: value, "jobs": str(len(group)), **more, **hours}
+
+    rows = [row(value, group, extra(group) if extra else {}) for value, group in grouped(jobs, key).items()]
+    return [*rows, row("**total**", jobs, dict.fromkeys(extra(jobs[:1]), "") if extra else {})]
 
 
 def _cell_extra(group: Sequence[PlannedJob]) -> dict[str, str]:
@@ -253,26 +232,21 @@ CARD_MEMORY_GIB = (24, 40, 48, 80, 141)
 
 
 def memory_rows(jobs: Sequence[PlannedJob], calibration: Calibration) -> list[dict[str, str]]:
-    """One row per kind of cell: how many, the peak GPU memory estimate, whether it fits the
-    calibration's GPU, and the smallest common card it fits."""
-    kinds: dict[str, list[PlannedJob]] = {}
-    for job in jobs:
-        if job.kind:
-            kinds.setdefault(job.kind, []).append(job)
+    """One row per kind of cell: how many, its peak GPU memory estimate, whether it fits the
+    calibration's GPU, the smallest common card it fits."""
+    kinds = grouped([j for j in jobs if j.kind], lambda j: j.kind)
     rows = []
     packed = any(getattr(j, "share", 1) > 1 for j in jobs)  # the column only where cells share a GPU
+    memory = calibration.gpu_memory_gib
     for kind, group in sorted(kinds.items()):
         peak = group[0].peak_gib
-        smallest = next((f"{size} GiB" for size in CARD_MEMORY_GIB if peak <= size), "none listed")
         rows.append(
             {
                 "cell kind": kind,
                 "cells": str(len(group)),
                 "peak GPU GiB (estimate)": f"{peak:.1f}",
-                "fits": "yes"
-                if peak <= calibration.gpu_memory_gib
-                else f"no (> {calibration.gpu_memory_gib:.0f})",
-                "smallest card": smallest,
+                "fits": "yes" if peak <= memory else f"no (> {memory:.0f})",
+                "smallest card": next((f"{n} GiB" for n in CARD_MEMORY_GIB if peak <= n), "none listed"),
                 **({"jobs per GPU": str(group[0].share)} if packed else {}),
             }
         )
@@ -283,7 +257,7 @@ def plan_lines(
     grid: cl_config.Grid, jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
 ) -> list[str]:
     """The plan as Markdown lines: header, per paper, per experiment, per rule, peak memory per cell
-    kind, per cell (the seeds of a cell share a row), each with a total."""
+    kind, per cell (its seeds in one row)."""
     counts = cell_counts(grid)
     probes, probe_hours = probe_jobs(grid, calibration)
     vision_probes = [j.cpu_after_s for j in jobs if j.rule == "encode_vision"]
@@ -310,18 +284,17 @@ def plan_lines(
         ("Per paper", _rows(jobs, lambda j: j.paper, "paper")),
         ("Per experiment (table)", _rows(jobs, lambda j: j.experiment, "experiment")),
         ("Per rule", _rows(jobs, lambda j: j.rule, "rule")),
+        (f"Peak GPU memory per cell kind ({_label(chosen)})", memory_rows(jobs, calibration)),
+        ("Per cell (its seeds in one row)", _rows(jobs, _seedless, "cell", _cell_extra)),
     ]
-    sections.append((f"Peak GPU memory per cell kind ({_label(chosen)})", memory_rows(jobs, calibration)))
-    sections.append(("Per cell (its seeds in one row)", _rows(jobs, _seedless, "cell", _cell_extra)))
     return lines + markdown_lines(
         [b for title, rows in sections for b in (Heading(3, title), rows_table(rows, 1))]
     )
 
 
 def step_mode_lines(grid: cl_config.Grid) -> list[str]:
-    """The plan's sentences on what its cells' step modes rest on besides their settings, where not the
-    default: a card without native bf16 (``auto`` trains in fp32 there) and the backbones whose model
-    type no config gave (:func:`~contrastlab.cost.backbones.model_type_lines`)."""
+    """The plan's sentences on what its cells' step modes rest on besides their settings: a card without
+    native bf16, and the backbones whose model type no config gave (:func:`model_type_lines`)."""
     lines = []
     card = grid.compute.get("gpu_model")
     if not native_bf16(card):
@@ -345,22 +318,13 @@ def write_plan_csv(path: str | os.PathLike, jobs: Sequence[PlannedJob]) -> Path:
             ["rule", "paper", "experiment", "cell", *[f"hours_{c}" for c in choices], "peak_gpu_gib"]
         )
         for j in jobs:
-            writer.writerow(
-                [
-                    j.rule,
-                    j.paper,
-                    j.experiment,
-                    j.cell,
-                    *[f"{j.seconds[c] / 3600:.4f}" for c in choices],
-                    f"{j.peak_gib:.2f}",
-                ]
-            )
+            hours = [f"{j.seconds[c] / 3600:.4f}" for c in choices]
+            writer.writerow([j.rule, j.paper, j.experiment, j.cell, *hours, f"{j.peak_gib:.2f}"])
     return path
 
 
 def projected_hours(jobs: Sequence[PlannedJob], choice: str = AS_CONFIGURED) -> dict[str, dict[str, float]]:
-    """Projected GPU-hours per paper, per rule and per cell (``{"paper": {...}, "rule": ..., "cell":
-    ...}``) under one choice, for the report's cost tables."""
+    """Projected GPU-hours per ``paper``, ``rule`` and ``cell`` under one choice (the report's tables)."""
     out: dict[str, dict[str, float]] = {"paper": {}, "rule": {}, "cell": {}}
     for job in jobs:
         hours = job.seconds[choice] / 3600
@@ -388,9 +352,8 @@ def plan_report(
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
     ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. Priced for
-    ``gpu_model`` (default: ``resources.gpu_model``); the makespan section simulates the jobs over each
-    of ``gpus`` GPUs. ``sections``: more sections (Markdown lines of a function of the grid and the
-    jobs) put last, such as the claims' power, which sits above this layer."""
+    ``gpu_model`` (default: ``resources.gpu_model``); the makespan over each of ``gpus`` GPUs.
+    ``sections``: more sections put last (functions of the grid and the jobs), e.g. the claims' power."""
     if chosen != AS_CONFIGURED and chosen not in RESOLVED:
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
@@ -431,9 +394,8 @@ def plan_report(
 def _priced_grid(
     config: Mapping[str, Any], gpu_model: str | None, calibration_path: str | os.PathLike | None
 ) -> tuple[cl_config.Grid, Any, str | None]:
-    """The plan's one grid (every function of :func:`plan_report` reads its cells from it), priced for the
-    card the jobs will get (``gpu_model``, else the config's ``resources.gpu_model``), as their wall-time
-    requests are, with that card's calibration; and the card's model name (None when unknown)."""
+    """The plan's one grid, priced for the card the jobs will get (``gpu_model``, else
+    ``resources.gpu_model``) as their wall-time requests are, that card's calibration, and its model name."""
     gpu_model = gpu_model or config["resources"].get("gpu_model")
     calibration = calibration_for(gpu_model, calibration_path)
     card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
@@ -454,10 +416,9 @@ FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
 
 
 def runtime_resource(grid: cl_config.Grid, kind: str, rule: str | None, where: Any, calibration: Any) -> Any:
-    """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
-    it; for a job the plan projects (not with ``resources.gpu: 0``), a function of the job's wildcards
-    and attempt giving :func:`job_runtime_minutes` (``where(wildcards)``: its cell or backbone as
-    keyword arguments); else :data:`FALLBACK_RUNTIME_MIN`."""
+    """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when set; for a job the
+    plan projects (not with ``resources.gpu: 0``), a function of its wildcards and attempt giving
+    :func:`job_runtime_minutes` (``where``: its cell or backbone); else :data:`FALLBACK_RUNTIME_MIN`."""
     configured = grid.compute.get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
@@ -480,9 +441,8 @@ def job_runtime_minutes(
     attempt: int = 1,
     point: cl_search.SearchPoint | None = None,
 ) -> int:
-    """Minutes to request for one job of ``rule`` (of ``cell``, or of ``backbone`` for a Pretrained row):
-    its projected seconds as configured × :data:`RUNTIME_MARGIN` × ``attempt``, at least
-    :data:`MINIMUM_RUNTIME_MIN`."""
+    """Minutes to request for one job of ``rule`` (of ``cell``, or ``backbone`` for a Pretrained row): its
+    projected seconds × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
     if rule == "encode_pretrained":
         seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
     elif rule in ("evaluate", "evaluate_pretrained"):
@@ -505,10 +465,9 @@ def search_jobs(
     points: Sequence[cl_search.SearchPoint],
     priced: Priced | None = None,
 ) -> list[PlannedJob]:
-    """The GPU jobs of the config's searches: each point's training (not the points shared with a
-    configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
-    the CPU), experiment ``<experiment> (search)``; ``points``: the searches' priced points
-    (:func:`~contrastlab.cost.budget.searched_points`)."""
+    """The GPU jobs of the searches' priced ``points`` (:func:`~contrastlab.cost.budget.searched_points`):
+    each point's training (not those shared with a configured cell) and each winner's ``search_encode``,
+    experiment ``<experiment> (search)``."""
     if not points:
         return []
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
@@ -525,20 +484,10 @@ def search_jobs(
     for point in points:
         if point.stage == 1:
             firsts.setdefault((point.experiment, point.backbone, point.method), point)
-    for first in firsts.values():
-        work = priced.works(first.cell, [AS_CONFIGURED], first)[AS_CONFIGURED]
-        # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
-        seconds = eval_seconds(work, calibration)
-        jobs.append(
-            PlannedJob(
-                rule="search_encode",
-                paper=paper_of(first.experiment),
-                experiment=f"{first.experiment} (search)",
-                cell=first.winner_cell.path,
-                seconds=dict.fromkeys(choices, seconds),
-                precision=dict.fromkeys(choices, EVALUATION_PRECISION),
-            )
-        )
+    for first in firsts.values():  # the winner's encoding on the GPU (its probes: a CPU job)
+        seconds = eval_seconds(priced.works(first.cell, [AS_CONFIGURED], first)[AS_CONFIGURED], calibration)
+        where = {"paper": paper_of(first.experiment), "experiment": f"{first.experiment} (search)"}
+        jobs.append(_encoding_job("search_encode", choices, seconds, cell=first.winner_cell.path, **where))
     return jobs
 
 
@@ -560,9 +509,8 @@ def _gb(value: float) -> str:
 
 
 def disk_lines(grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Sequence[PlannedJob]) -> list[str]:
-    """The disk a run needs: the checkpoints it keeps (every training cell's weights in fp32, from the
-    backbones' ``params_millions``), the largest snapshot a running cell writes beside them, and the
-    searches' checkpoints when they run (every point keeps its own)."""
+    """The disk a run needs: the checkpoints it keeps (fp32 weights, from ``params_millions``), the largest
+    snapshot a running cell writes, and the searches' checkpoints (one per point)."""
     trained = [j for j in jobs if j.rule.startswith("train")]
     kept = sum(_weights_gb(grid, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in trained)
     snapshot = max((_weights_gb(grid, j.cell, SNAPSHOT_BYTES_PER_PARAM) for j in trained), default=0.0)
@@ -584,9 +532,8 @@ def disk_lines(grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Seque
 def search_plan_lines(
     grid: cl_config.Grid, calibration: Calibration, chosen: str, points: Sequence[cl_search.SearchPoint]
 ) -> list[str]:
-    """The searches' cost when they do not run with the default target (``searches.in_all: false``):
-    one row per search experiment and per rule, with totals ([] without searches); ``points``: the
-    searches' priced points."""
+    """The searches' cost when they do not run with the default target (``searches.in_all: false``): one
+    row per search experiment, with totals ([] without searches)."""
     jobs = search_jobs(grid, calibration, chosen, points)
     if not jobs:
         return []

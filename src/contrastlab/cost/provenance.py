@@ -10,11 +10,10 @@ from dataclasses import replace
 
 from contrastlab.cost.calibration import (
     DEFAULT_CALIBRATION,
-    SHIPPED_CALIBRATIONS,
     Calibration,
     eval_seconds,
     load_calibration,
-    model_of,
+    shipped_calibration,
     train_seconds,
 )
 from contrastlab.cost.flops import CellWork
@@ -27,9 +26,8 @@ STARTUPS = ("overheads_s.train_startup", "overheads_s.evaluate_startup")
 
 def figure_status(calibration: Calibration, figure: str) -> str:
     """``"measured"`` or ``"assumed"``: whether a card measured ``figure`` (``overheads_s.<key>`` or
-    ``achieved_tflops.<track>.<precision>``) of ``calibration``, as its file's ``measured_entries`` or
-    ``assumed_entries`` say; a figure a measured file lacks has the default's status. A file scaled from
-    another card's measured nothing of this card."""
+    ``achieved_tflops.<track>.<precision>``), by the file's ``measured_entries``/``assumed_entries``; a
+    figure taken from the default has the default's status; a file scaled from another card's, assumed."""
     rate = figure.removeprefix("achieved_tflops.").replace(".", "/")
     if figure in calibration.filled_from_default or rate in calibration.filled_from_default:
         return figure_status(load_calibration(DEFAULT_CALIBRATION), figure)
@@ -41,8 +39,7 @@ def figure_status(calibration: Calibration, figure: str) -> str:
 
 
 def figures(calibration: Calibration) -> dict[str, float]:
-    """Every figure the plan prices with, by name: ``overheads_s.<key>`` and
-    ``achieved_tflops.<track>.<precision>``."""
+    """Every figure the plan prices with, by name (as :func:`figure_status` takes them)."""
     out = {f"overheads_s.{key}": value for key, value in calibration.overheads_s.items()}
     for track, rates in calibration.achieved_tflops.items():
         out |= {f"achieved_tflops.{track}.{precision}": value for precision, value in rates.items()}
@@ -50,8 +47,7 @@ def figures(calibration: Calibration) -> dict[str, float]:
 
 
 def status_lines(calibration: Calibration) -> list[str]:
-    """The plan's first lines about its figures: the start-ups when assumed (a card did not measure
-    them), and one line listing the assumed figures it prices with."""
+    """The plan's first lines: the start-ups when assumed, and one line listing the assumed figures."""
     assumed = [f for f in figures(calibration) if figure_status(calibration, f) == "assumed"]
     lines = []
     startups = [f for f in STARTUPS if f in assumed]
@@ -94,18 +90,14 @@ def rule_seconds(works: Iterable[CellWork], calibration: Calibration) -> dict[st
 def shipped_for(calibration: Calibration) -> Calibration | None:
     """The shipped file of ``calibration``'s card (the default's for an unknown card); None when
     ``calibration`` is a shipped file itself."""
-    shipped = SHIPPED_CALIBRATIONS.get(model_of(calibration.device) or "", DEFAULT_CALIBRATION)
-    reference = load_calibration(shipped)
+    reference = shipped_calibration(calibration.device)
     return None if reference.path == calibration.path else reference
 
 
-def moved_rules(
-    works: Mapping[str, CellWork], calibration: Calibration, reference: Calibration | None = None
-) -> list[str]:
+def moved_rules(works: Mapping[str, CellWork], calibration: Calibration) -> list[str]:
     """One line per GPU rule whose total under ``calibration`` moves by more than :data:`MOVE_LIMIT`
-    against ``reference`` (default: the shipped file of its card, :func:`shipped_for`), naming the figure
-    that moves it most; empty when nothing moved that far or ``calibration`` is the shipped file."""
-    reference = reference or shipped_for(calibration)
+    against the shipped file of its card (:func:`shipped_for`), naming the figure that moves it most."""
+    reference = shipped_for(calibration)
     if reference is None:
         return []
     cells = list(works.values())

@@ -29,10 +29,12 @@ from contrastlab.cost.flops import (
     STEP_LAUNCHES,
     STSB_DEV_SENTENCES,
     STSB_DEV_TOKENS,
+    schedule_points,
     training_step_flops,
     vision_forward,
 )
 from contrastlab.paths import REPO_ROOT
+from contrastlab.precision import RESOLVED
 
 #: What the rows do not carry: gpu-measured.md's header (the machine the rows came from).
 H200_MACHINE = {
@@ -141,9 +143,8 @@ def read_bench(path: str | Path) -> dict[str, Any]:
 
 
 def _evaluations(row: Mapping[str, Any]) -> int:
-    """Dev evaluations of a trainer run: step 0, every ``eval_every`` and the last."""
-    steps, every = row["settings"]["max_steps"], row["settings"]["eval_every"]
-    return 1 + steps // every + (1 if steps % every else 0)
+    """Dev evaluations of a trainer run."""
+    return schedule_points(row["settings"]["max_steps"], row["settings"]["eval_every"])
 
 
 def _dev_calls(row: Mapping[str, Any]) -> int:
@@ -224,7 +225,7 @@ BUILT_BY = (
 
 #: The H200 file's measured and assumed entries (with or without the bench: the same entries).
 H200_MEASURED_ENTRIES = [
-    *(f"achieved_tflops.sentence.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
+    *(f"achieved_tflops.sentence.{p}" for p in RESOLVED),
     *(f"achieved_tflops.vision_large.{p}" for p in ("fp32", "tf32", "bf16")),
     "overheads_s.vision_large_image",
     "overheads_s.sentence_launch",
@@ -235,15 +236,14 @@ H200_MEASURED_ENTRIES = [
     "packing",
 ]
 H200_ASSUMED_ENTRIES = [
-    *(f"achieved_tflops.vision.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
+    *(f"achieved_tflops.vision.{p}" for p in RESOLVED),
     "achieved_tflops.vision_large.fp16",
     *(f"overheads_s.{k}" for k in ASSUMED_OVERHEADS),
 ]
 
 
 def _h200_figures(rows: Mapping[str, list[dict[str, Any]]], bench: Mapping[str, Any] | None) -> dict:
-    """The H200 file's ``achieved_tflops`` and ``overheads_s``, and the intermediate figures its
-    sources quote (``parts``)."""
+    """The H200 file's ``achieved_tflops``, ``overheads_s`` and the figures its sources quote (``parts``)."""
     sentence, dev = _sentence(rows["trainer_runs"], bench)
     whole, net, extra = _vision(rows["vision_throughput"], bench)
     if MACL_BF16_TFLOPS < extra["macl_bf16_lower_bound"]:
@@ -273,13 +273,13 @@ def calibration_from_rows(
     machine: Mapping[str, Any],
     bench: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The H200 calibration file from the rows of :func:`read_rows`, the machine's facts the rows lack
+    """The H200 calibration file from :func:`read_rows`' rows, the ``machine``'s facts they lack
     (:data:`H200_MACHINE`) and, where given, the same card's gpu_bench figures (:func:`read_bench`)."""
     if bench and bench["device"] != machine["device"]:
         raise ValueError(f"gpu_bench.json ran on {bench['device']}, the rows on {machine['device']}")
     fig = _h200_figures(rows, bench)
     host = next(r for r in rows["gpu_step"] if r["variant"] == "host")
-    peaks = {p: GPU_PEAKS["H200"][p] for p in ("fp32", "tf32", "bf16", "fp16")}
+    peaks = {p: GPU_PEAKS["H200"][p] for p in RESOLVED}
     extra = (
         {"bench": bench["path"], "measured_source": _h200_measured_source(fig["parts"], bench)}
         if bench
@@ -369,8 +369,7 @@ H100_MEASURED = {"sentence_fp32": 16.8, "sentence_bf16_eager": 24.1, "macl_bf16"
 
 def h100_calibration(h200: Mapping[str, Any]) -> dict:
     """The H100 file: its measured figures (:data:`H100_MEASURED`) where it has them, else the H200's
-    (``h200``: :func:`calibration_from_rows`; the same data-sheet peaks, the same SMs): the H100 never ran
-    the graph step, whose rates set a graph cell's time, nor the dev evaluation at 512."""
+    (``h200``; the same data-sheet peaks and SMs), as :data:`H100_SOURCE` says."""
     oar = h200["achieved_tflops"]["vision_large"]
     oar_flops = _vision_flops({"shape": "oar-resnet18", "batch_size": 128, "oar_pass": True})
     augment = h200["overheads_s"]["vision_large_image"] * 2 * 128 * 2
@@ -386,7 +385,7 @@ def h100_calibration(h200: Mapping[str, Any]) -> dict:
         "sentence_launch": _r(1 / H100_MEASURED["sentence_bf16_eager"] / SENTENCE_STEP_LAUNCHES["bf16"], 8),
         "vision_launch": _r(1 / H100_MEASURED["macl_bf16"] / MACL_LAUNCHES, 8),
     }
-    peaks = {p: GPU_PEAKS["H100"][p] for p in ("fp32", "tf32", "bf16", "fp16")}
+    peaks = {p: GPU_PEAKS["H100"][p] for p in RESOLVED}
     measured = [
         "achieved_tflops.sentence.fp32",
         "achieved_tflops.vision_large.fp32",
@@ -455,8 +454,8 @@ H100_PACKING = {
 
 
 def h200_packing(path: str | Path) -> dict[str, Any]:
-    """The H200 file's ``packing`` from its packing rows at ``path``: the summed steps/s of 2 and 4
-    captured bf16 BERT-base copies over one copy's, without MPS (``speedup``) and with (``speedup_mps``)."""
+    """The H200 file's ``packing`` from its packing rows at ``path``: the summed steps/s of 2 and 4 captured
+    bf16 BERT-base copies over one copy's, without MPS (``speedup``) and with (``speedup_mps``)."""
     rows = [r for r in json.loads(Path(path).read_text())["rows"] if r["part"] == "pack" and r["captured"]]
     figures = {
         mps: {
@@ -486,12 +485,11 @@ def write(path: Path, data: Mapping[str, Any]) -> Path:
 
 
 def padding_free_ratio(path: str | Path) -> dict[str, Any]:
-    """``padding_free_ratio`` and its source from a gpu_bench.json's padfree rows: per precision, the
-    padding-free step's time over the padded eager step's, with the padded model's own dropout masks
-    (``draws`` "padded", the trainer's). Only fp32 is kept: padding-free is on by default for it alone."""
-    label = Path(path).resolve().relative_to(Path(__file__).resolve().parents[3]).as_posix()
-    bench = json.loads(Path(path).read_text())
-    row = _one(bench["rows"], part="padfree", precision="fp32", draws="padded")
+    """``padding_free_ratio`` and its source from a gpu_bench.json's padfree fp32 row (the trainer's
+    dropout masks: ``draws`` "padded"): the padding-free step's time over the padded eager step's. Only
+    fp32: padding-free is on by default for it alone."""
+    label = Path(path).resolve().relative_to(REPO_ROOT).as_posix()
+    row = _one(json.loads(Path(path).read_text())["rows"], part="padfree", precision="fp32", draws="padded")
     source = (
         f"padding_free_ratio.fp32: {label}'s padfree fp32 row (BERT-base batch 64, wiki1m's lengths, "
         f"{row['steps']} steps: padding-free {row['packed_ms']:.2f} ms against padded eager "

@@ -23,8 +23,7 @@ from contrastlab.blocks import markdown_lines, rows_table
 
 @dataclass(frozen=True)
 class SimJob:
-    """One job of the simulation: its name, the slot it holds (``gpu`` or ``cpu``), its length, and
-    the names of the jobs it needs."""
+    """One job of the simulation: name, slot (``gpu`` or ``cpu``), seconds, and the jobs it needs."""
 
     name: str
     slot: str
@@ -51,8 +50,7 @@ class Schedule:
 def _tails(
     jobs: Sequence[SimJob], needed_by: Mapping[str, list[str]]
 ) -> tuple[dict[str, float], dict[str, str | None]]:
-    """For each job, the longest chain of work from its start to the end of the DAG (itself included),
-    and the next job on that chain (``needed_by``: each job's dependents)."""
+    """Per job, the longest chain of work from its start to the DAG's end, and the next job on it."""
     length = {j.name: j.seconds for j in jobs}
     tail: dict[str, float] = {}
     following: dict[str, str | None] = {}
@@ -70,8 +68,7 @@ def _tails(
 
 
 def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
-    """Run ``jobs`` on ``gpus`` GPU slots and ``cpus`` CPU slots, critical-path-first (see the module
-    docstring); returns the makespan, the GPUs' busy time and the critical path."""
+    """Run ``jobs`` on ``gpus`` GPU slots and ``cpus`` CPU slots, critical-path-first (module docstring)."""
     if gpus < 1 or cpus < 1:
         raise ValueError(f"the simulation needs at least one GPU and one CPU slot, got {gpus} and {cpus}")
     names = {j.name for j in jobs}
@@ -118,7 +115,7 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
 
 
 def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list[SimJob]:
-    """The simulation's jobs from the plan's under one precision choice: an evaluation needs its cell's
+    """The simulation's jobs from the plan's under one precision choice: an encoding needs its cell's
     training, a CPU probe job (``probe_seconds``, or an image cell's ``cpu_after_s``) its encoding."""
     trained = {p.cell for p in planned if p.rule.startswith("train")}
     out = []
@@ -137,7 +134,8 @@ def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list
     return out
 
 
-def _hm(seconds: float) -> str:
+def hm(seconds: float) -> str:
+    """``h:mm`` of a duration in seconds (rounded to the minute)."""
     minutes = round(seconds / 60)
     return f"{minutes // 60}:{minutes % 60:02d}"
 
@@ -149,8 +147,8 @@ def schedule_lines(
     gpu_counts: Sequence[int],
     cpus_per_gpu: int,
 ) -> list[str]:
-    """The makespan section of ``make plan`` (Markdown lines): one row per GPU count, its CPU slots
-    ``cpus_per_gpu`` × N, with the makespan, the GPUs' utilisation and the two lower bounds."""
+    """The makespan section of ``make plan``: per GPU count N (``cpus_per_gpu`` × N CPU slots), the
+    makespan, the GPUs' utilisation and the two lower bounds."""
     jobs = plan_jobs(planned, probe_seconds, choice)
     gpu_work = sum(j.seconds for j in jobs if j.slot == "gpu")
     rows: list[Mapping[str, str]] = []
@@ -162,10 +160,10 @@ def schedule_lines(
             {
                 "GPUs": str(gpus),
                 "CPU slots": str(result.cpus),
-                "makespan (h:mm)": _hm(result.makespan_s),
+                "makespan (h:mm)": hm(result.makespan_s),
                 "GPU utilisation": f"{result.gpu_utilisation:.0%}",
-                "bound: GPU work ÷ N": _hm(gpu_work / gpus),
-                "bound: critical path": _hm(result.critical_path_s),
+                "bound: GPU work ÷ N": hm(gpu_work / gpus),
+                "bound: critical path": hm(result.critical_path_s),
             }
         )
     return [

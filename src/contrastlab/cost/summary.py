@@ -13,16 +13,15 @@ from typing import Any
 from contrastlab.cost.calibration import SIDE_BY_SIDE, Calibration
 from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork
-from contrastlab.cost.schedule import plan_jobs, simulate
+from contrastlab.cost.schedule import hm, plan_jobs, simulate
 
 #: The node whose makespan the summary states.
 NODE_GPUS = 8
 
 
 def fp32_hours(jobs: Sequence[Any], works: Mapping[str, CellWork], card: str | None) -> tuple[float, float]:
-    """``(GPU-hours, floor hours)`` of the cells that train in IEEE fp32 as configured: the projected
-    hours of their jobs (training and encoding), and their training steps' FLOPs at ``card``'s fp32 peak
-    (0 for an unknown card). ``works``: each training job's cell -> its :class:`CellWork` as configured."""
+    """``(GPU-hours, floor hours)`` of the cells that train in IEEE fp32 as configured: their jobs'
+    projected hours, and their training FLOPs at ``card``'s fp32 peak (0 for an unknown card)."""
     train = [j for j in jobs if j.rule.startswith("train") and j.precision.get(AS_CONFIGURED) == "fp32"]
     cells = {j.cell for j in train}
     hours = sum(j.seconds[AS_CONFIGURED] for j in jobs if j.cell in cells) / 3600
@@ -40,12 +39,10 @@ def summary_lines(
     cpus_per_gpu: int,
     chosen: str = AS_CONFIGURED,
 ) -> list[str]:
-    """A few lines: the calibration (and why), the totals, the fp32 share and floor, the 8-GPU makespan
-    under the precision choice ``chosen`` (the makespan section's, so the two agree)."""
+    """The summary's lines (module docstring); the makespan under ``chosen``, as the makespan section's."""
     totals = {c: sum(j.seconds[c] for j in jobs) / 3600 for c in (AS_CONFIGURED, *SIDE_BY_SIDE)}
     fp32, floor = fp32_hours(jobs, works, card)
     node = simulate(plan_jobs(jobs, probe_seconds, chosen), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
-    minutes = round(node.makespan_s / 60)
     total = totals[AS_CONFIGURED]
     lines = [
         f"### Summary ({card or calibration.device})",
@@ -64,7 +61,7 @@ def summary_lines(
         )
     which = "" if chosen == AS_CONFIGURED else f", all {chosen}"
     lines += [
-        f"- Makespan on one {NODE_GPUS}-GPU node{which}: {minutes // 60}:{minutes % 60:02d} (h:mm).",
+        f"- Makespan on one {NODE_GPUS}-GPU node{which}: {hm(node.makespan_s)} (h:mm).",
         "",
     ]
     return lines
