@@ -40,19 +40,20 @@ LONG_FUNCTION = 60
 RATCHET = 20
 #: Formatter pragmas (fmt skip, off or on) the library may hold: 20 at house review 7, none after issue 64.
 FMT_PRAGMAS = 0
-#: Linter pragmas (noqa) the library may hold: 12 at issue 64, 9 after issues 82-86 (the tree's count); a
-#: new one is a linter switched off.
-NOQA_PRAGMAS = 9
+#: Linter pragmas (noqa) the library may hold: 12 at issue 64, 9 after issues 82-86, 8 after issue 85 (the
+#: tree's count); a new one is a linter switched off.
+NOQA_PRAGMAS = 8
 #: Public members (methods and properties) of contrastlab.config.Grid: 38 at house review 7, 15 at review 8.
 GRID_MEMBERS = 15
 #: Lines of rules/*.smk and the Snakefile that read the config by key (``config[``): 17 at house review 8,
 #: 3 after issue 77: the keys no Grid door answers (the backbones map, analytic_figures, paradigm_figures).
 CONFIG_READS = 3
 #: Lines (``wc -l``) of the library's and the suite's .py files: the house's size, a ratchet on the tree
-#: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back). A change that
-#: adds lines folds as many elsewhere, or argues here, in its own commit, why the house must grow.
-SRC_LINES = 38220
-TESTS_LINES = 38143
+#: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back over two
+#: rounds). A change that adds lines folds as many elsewhere, or argues here, in its own commit, why the
+#: house must grow.
+SRC_LINES = 37431
+TESTS_LINES = 37147
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
