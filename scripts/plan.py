@@ -50,7 +50,7 @@ try:
         title=args.configfile,
         gpus=gpus,
         cpus_per_gpu=args.cpus_per_gpu,
-        sections=() if args.no_claims else (power.power_lines,),
+        sections=() if args.no_claims else (power.power_blocks,),
         gpu_model=args.gpu_model,
     )
 except (cl_config.ConfigError, ValueError) as error:

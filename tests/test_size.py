@@ -52,7 +52,7 @@ CONFIG_READS = 3
 #: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back over two
 #: rounds). A change that adds lines folds as many elsewhere, or argues here, in its own commit, why the
 #: house must grow.
-SRC_LINES = 37431
+SRC_LINES = 37428
 TESTS_LINES = 37147
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")

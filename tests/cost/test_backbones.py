@@ -37,7 +37,7 @@ def test_the_hubs_present_ids_are_priced_as_the_former_ids_config_yaml_names():
     assert {spec["hf_id"] for _, spec in _sentence_backbones()} == set(backbones.FORMER_HUB_IDS)
     for cell in shipped.cells:
         assert cl_flops.cell_work(present, cell) == cl_flops.cell_work(shipped, cell), cell
-    assert plan.step_mode_lines(present) == plan.step_mode_lines(shipped) == []
+    assert plan.step_mode_blocks(present) == plan.step_mode_blocks(shipped) == []
 
 
 def _sentence_backbones():
@@ -79,11 +79,10 @@ def test_an_unknown_hub_id_is_priced_as_the_family_it_names_and_the_plan_says_so
     nie = cl_config.Cell("nie2023", "bert-base", "cl", 42)  # IEEE fp32
     assert cl_flops.cell_work(grid, nie).padding_free
     assert not cl_flops.cell_work(grid, cl_config.Cell("nie2023", "roberta-base", "cl", 42)).padding_free
-    lines = [line for line in plan.step_mode_lines(grid) if line]
-    assert len(lines) == 2
-    assert f"`bert-base` (`{named}`)" in lines[0] and "as a `bert`, the family its id names" in lines[0]
-    assert "`roberta-base` (`org/sentence-encoder`)" in lines[1] and "its id names none" in lines[1]
-    assert all("resources/models/" in line and "`fetch_backbone`" in line for line in lines)
+    first, second = [paragraph.text for paragraph in plan.step_mode_blocks(grid)]
+    assert f"`bert-base` (`{named}`)" in first and "as a `bert`, the family its id names" in first
+    assert "`roberta-base` (`org/sentence-encoder`)" in second and "its id names none" in second
+    assert all("resources/models/" in text and "`fetch_backbone`" in text for text in (first, second))
 
 
 def test_a_fetched_config_json_gives_the_model_type_whatever_the_id(tmp_path):
@@ -97,7 +96,7 @@ def test_a_fetched_config_json_gives_the_model_type_whatever_the_id(tmp_path):
     grid = cl_config.Grid(config)
     model = backbones.backbone_transformer(grid, "roberta-base")
     assert (model.model_type, model.model_type_from) == ("roberta", "config")
-    assert plan.step_mode_lines(grid) == []
+    assert plan.step_mode_blocks(grid) == []
 
 
 @pytest.mark.parametrize("model_type", list(TEXT_FAMILIES))
@@ -143,7 +142,7 @@ def test_precision_auto_is_priced_as_the_card_resolves_it(card, native):
         ("bf16", False, True) if native else ("fp32", True, False)
     )
     assert image.precision == ("bf16" if native else "fp32")
-    said = any("The V100 has no native bf16" in line for line in plan.step_mode_lines(grid))
+    said = any("The V100 has no native bf16" in p.text for p in plan.step_mode_blocks(grid))
     assert said is not native
 
 

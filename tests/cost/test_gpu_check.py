@@ -181,7 +181,7 @@ def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_withi
     inflated = replace(calibration, overheads_s={**o, "dev_evaluation": o["dev_evaluation"] * 2909 / 32})
     assert cl_plan.total_hours(cl_plan.make_plan(grid, inflated)) > 260
     (moved,) = provenance.moved_rules(works, inflated)
-    assert moved.startswith("- **calibration moves rule train** by +")
+    assert moved.startswith("**calibration moves rule train** by +")
     assert "overheads_s.dev_evaluation 3" in moved and "against the shipped 0.0507" in moved
 
 
@@ -463,12 +463,12 @@ def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups
     assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
     assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"
     assert provenance.figure_status(shipped, "achieved_tflops.vision.bf16") == "assumed"
-    first = provenance.status_lines(shipped)
-    assert first[0].startswith("- **Start-ups assumed, not measured on a card** (train_startup 60 s, ")
-    assert first[1].startswith("- Figures: 14 measured on a card, 13 assumed (evaluate_startup, ")
+    first = provenance.status_items(shipped)
+    assert first[0].startswith("**Start-ups assumed, not measured on a card** (train_startup 60 s, ")
+    assert first[1].startswith("Figures: 14 measured on a card, 13 assumed (evaluate_startup, ")
     measured = _calibration_of_2026_11_28(tmp_path)
     assert provenance.figure_status(measured, "overheads_s.train_startup") == "measured"
     assert provenance.figure_status(measured, "achieved_tflops.sentence.fp32") == "measured"  # the shipped's
     assert provenance.figure_status(measured, "overheads_s.senteval_probe_test") == "assumed"  # the shipped's
-    assert not any("Start-ups assumed" in line for line in provenance.status_lines(measured))
+    assert not any("Start-ups assumed" in item for item in provenance.status_items(measured))
     assert provenance.moved_rules({}, shipped) == []  # the shipped file against itself: nothing to say

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.blocks import to_markdown
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import packing, packing_measure, plan
@@ -133,7 +134,7 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
             assert p.seconds["tf32"] == a.seconds["tf32"]  # no tf32 figure
         else:
             assert p.seconds == a.seconds and p.share == 1  # the encoding keeps its GPU
-    lines = "\n".join(plan.plan_lines(_toy_grid(gpu_share=4), packed, cal, "config"))
+    lines = to_markdown(plan.plan_blocks(_toy_grid(gpu_share=4), packed, cal, "config"))
     assert "GPU sharing on (`resources.gpu_share: 4`, without MPS" in lines
     assert "1 training jobs 4 per GPU" in lines
     assert (
@@ -143,11 +144,11 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
         "alone" in lines
     )
     assert "| jobs per GPU |" in lines
-    off = "\n".join(plan.plan_lines(_toy_grid(), alone, cal, "config"))
+    off = to_markdown(plan.plan_blocks(_toy_grid(), alone, cal, "config"))
     assert "GPU sharing: off" in off and "| jobs per GPU |" not in off
     # under MPS this calibration has no figure: nothing shares, and the plan says which steps lack one
     mps = _toy_grid(gpu_share=4, mps=True)
-    text = " ".join(packing.packing_lines(mps, plan.make_plan(mps, cal), cal))
+    text = to_markdown(packing.packing_blocks(mps, plan.make_plan(mps, cal), cal))
     assert "no training job shares a GPU. No measured figure under MPS for sentence fp32 padding-free" in text
 
 
@@ -194,7 +195,7 @@ def test_an_image_cell_is_priced_packed_only_at_a_batch_its_step_was_measured_at
     assert shares == {64: 4, 128: 1, 256: 1, 512: 1, 1024: 2}
     assert packing.packed_seconds(100.0, alone[64], 4, measured, True) == pytest.approx(50.0)
     assert packing.packed_seconds(100.0, alone[256], 4, measured, True) == 100.0
-    text = " ".join(packing.packing_lines(grid, plan.make_plan(grid, measured), measured))
+    text = to_markdown(packing.packing_blocks(grid, plan.make_plan(grid, measured), measured))
     assert "vision bf16 graph batch 256" in text.split("No measured figure under MPS for ")[1].split(":")[0]
     assert "vision bf16 graph batch 64 under MPS 1.50× with 2, 2.00× with 4" in text
     before = dataclasses.replace(
@@ -207,13 +208,13 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     """The H100 file keeps docs/measured.md's H100 figures as assumed: none is priced there."""
     h100 = cl_calibration.load_calibration(H100)
     assert not h100.packing_measured and h100.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
-    text = " ".join(packing.packing_lines(_toy_grid(gpu_share=4), [], h100))
+    text = to_markdown(packing.packing_blocks(_toy_grid(gpu_share=4), [], h100))
     assert "packing figures are assumed, not measured, so none is priced" in text
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
     assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the H100 file keeps"
     h200 = cl_calibration.calibration_for(None)
-    text = " ".join(packing.packing_lines(_toy_grid(), [], h200))
+    text = to_markdown(packing.packing_blocks(_toy_grid(), [], h200))
     assert (
         "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
         "graph under MPS 1.16× with 2, 1.22× with 4; "

@@ -503,7 +503,7 @@ def test_the_plan_states_the_disk_a_run_needs():
     cell (weights, Adam moments, best checkpoint: 16 bytes a parameter); the searches' points apart."""
     from types import SimpleNamespace
 
-    from contrastlab.cost.plan import disk_lines
+    from contrastlab.cost.plan import disk_blocks
 
     grid = cl_config.Grid(
         {
@@ -517,9 +517,9 @@ def test_the_plan_states_the_disk_a_run_needs():
         SimpleNamespace(rule="train", cell="nie/large/cl/seed42"),
     ]
     searches = [SimpleNamespace(rule="train", cell=f"nie/base/cl~p{i}/seed42") for i in range(30)]
-    (line, _) = disk_lines(grid, jobs, searches)
-    assert line.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
-    assert "keep 12 GB more (30 points" in line
+    (disk,) = disk_blocks(grid, jobs, searches)
+    assert disk.text.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
+    assert "keep 12 GB more (30 points" in disk.text
 
 
 def test_memory_rows_name_the_smallest_card_a_kind_fits():

@@ -52,14 +52,14 @@ def test_more_seeds_are_priced_once_per_cell():
 
 
 def test_make_plan_prints_the_claims_section(tmp_path, capsys):
-    """``scripts/plan.py`` prints :func:`power.power_lines` (summary, ≥ 35 figure, rows) into plan.md."""
+    """``scripts/plan.py`` prints :func:`power.power_blocks` (summary, ≥ 35 figure, rows) into plan.md."""
     import functools
     import re
 
     from contrastlab.cost import calibration as cl_calibration
     from contrastlab.cost import plan
 
-    section = functools.partial(power.power_lines, replicates=200)
+    section = functools.partial(power.power_blocks, replicates=200)
     config = {**FULL, "results_dir": str(tmp_path / "results")}  # no run of the checkout's own counts here
     written = plan.plan_report(
         config,

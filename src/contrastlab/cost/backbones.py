@@ -3,7 +3,7 @@ of :mod:`contrastlab.cost.flops`) and its ``model_type``, which decides its cell
 
 The plan reads the model type from the config.json rule ``fetch_backbone`` writes where it is on disk;
 before that, from the Hub configs it knows (:data:`HUB_CONFIGS`); else from the family the Hub id's name
-spells (:func:`model_type_named_by`), and :func:`model_type_lines` says which backbones it inferred or
+spells (:func:`model_type_named_by`), and :func:`model_type_blocks` says which backbones it inferred or
 could not tell, and how it priced them. Nothing is downloaded.
 """
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contrastlab import config as cl_config
+from contrastlab.blocks import Paragraph
 from contrastlab.families import TEXT_FAMILIES, config_shape
 
 #: config.json on the Hub of the backbones config.yaml names, by each repository's present id: model
@@ -142,11 +143,11 @@ def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
     return Transformer(768, 12, 3072, 12, n, n, source, named, "id" if named else "")
 
 
-def model_type_lines(grid: cl_config.Grid) -> list[str]:
-    """The plan's sentences on the sentence backbones whose model type no config gave: the family their
+def model_type_blocks(grid: cl_config.Grid) -> list[Paragraph]:
+    """The plan's paragraphs on the sentence backbones whose model type no config gave: the family their
     Hub id names (or none), and so the step mode their cells are priced in until ``fetch_backbone`` writes
     the config.json the trainer reads. Empty where every backbone's config is known."""
-    lines = []
+    paragraphs = []
     sentence = (c.backbone for c in grid.cells if grid.experiment(c.experiment).track != "vision")
     for alias in dict.fromkeys(sentence):
         model = backbone_transformer(grid, alias)
@@ -160,11 +161,12 @@ def model_type_lines(grid: cl_config.Grid) -> list[str]:
                 "as a family without a padding-free forward, as its id names none (IEEE-fp32 cells as the "
                 "padded graph; a BERT or a RoBERTa would train them padding-free)"
             )
-        lines += [
-            f"Backbone `{alias}` (`{spec.get('hf_id') or spec.get('path') or spec.get('package')}`): not in "
-            f"the plan's table and not fetched, so priced at `params_millions` and {priced}. The trainer "
-            f"reads its family from {Path(grid.resources.backbone_dir(alias), 'config.json')}, which rule "
-            "`fetch_backbone` writes; the plan reads it too once it is there.",
-            "",
-        ]
-    return lines
+        paragraphs.append(
+            Paragraph(
+                f"Backbone `{alias}` (`{spec.get('hf_id') or spec.get('path') or spec.get('package')}`): not "
+                f"in the plan's table and not fetched, so priced at `params_millions` and {priced}. The "
+                f"trainer reads its family from {Path(grid.resources.backbone_dir(alias), 'config.json')}, "
+                "which rule `fetch_backbone` writes; the plan reads it too once it is there."
+            )
+        )
+    return paragraphs

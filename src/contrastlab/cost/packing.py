@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contrastlab import families
+from contrastlab.blocks import Paragraph
 from contrastlab.config import Grid
 from contrastlab.cost.calibration import VISION_PACKING_KEY, vision_packing_key
 from contrastlab.cost.flops import AS_CONFIGURED, cell_work
@@ -149,23 +150,24 @@ def packed_seconds(seconds: float, work: Any, share: int, calibration: Any, mps:
     return seconds / speedup(step_figures(work, calibration, mps), share)
 
 
-def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str]:
+def packing_blocks(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[Paragraph]:
     """The plan's paragraph on packing: off, or which jobs share a GPU and which steps have no measured
     figure, the figures priced and their source (``jobs``: the plan's)."""
     share, mps = grid.compute.get("gpu_share", 1), mps_asked(grid)
     under = "under MPS (`resources.mps: true`)" if mps else "without MPS (`resources.mps: false`)"
     if share == 1 or not grid.compute.get("gpu"):
         return [
-            f"GPU sharing: off (`resources.gpu_share: {share}`): every GPU job has a GPU of its own. "
-            "`resources.gpu_share: 2` or 4 lets a cell share one where n cells of its step were measured "
-            f"to run faster together, with `resources.mps: true` under MPS; {_figures_text(calibration)}.",
-            "",
+            Paragraph(
+                f"GPU sharing: off (`resources.gpu_share: {share}`): every GPU job has a GPU of its own. "
+                "`resources.gpu_share: 2` or 4 lets a cell share one where n cells of its step were measured "
+                f"to run faster together, with `resources.mps: true` under MPS; {_figures_text(calibration)}."
+            )
         ]
     counts = {n: sum(j.share == n for j in jobs) for n in SHARES if n > 1}
     spread = ", ".join(f"{c} training jobs {n} per GPU" for n, c in counts.items() if c)
     works = [j.works[AS_CONFIGURED] for j in jobs if j.works]
     alone = sorted({step_name(w) for w in works if not step_figures(w, calibration, mps)})
-    return [
+    text = (
         f"GPU sharing on (`resources.gpu_share: {share}`, {under}; a cell shares when its peak memory "
         f"estimate fits n times in {MEMORY_FRACTION:.0%} of {calibration.gpu_memory_gib:.0f} GiB and n "
         "cells of its step were measured to run faster together): "
@@ -174,9 +176,9 @@ def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str
         f"the summed speed-up; {_figures_text(calibration)}. On one machine give Snakemake {share} GPU "
         f"slots per GPU (`--resources gpu=<GPUs × {share}>`); on SLURM the packed jobs of one GPU go out "
         "as one allocation (profiles/slurm, group-components) but run there one after another: no "
-        "speed-up there (docs/cluster.md).",
-        "",
-    ]
+        "speed-up there (docs/cluster.md)."
+    )
+    return [Paragraph(text)]
 
 
 def _figures_text(calibration: Any) -> str:

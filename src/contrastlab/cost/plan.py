@@ -20,9 +20,9 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.blocks import Heading, markdown_lines, rows_table
+from contrastlab.blocks import Bullets, Heading, Paragraph, rows_table, to_markdown
 from contrastlab.config import paper_of
-from contrastlab.cost.backbones import Transformer, backbone_transformer, model_type_lines
+from contrastlab.cost.backbones import Transformer, backbone_transformer, model_type_blocks
 from contrastlab.cost.budget import pinned, plan_points, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
@@ -38,10 +38,10 @@ from contrastlab.cost.calibration import (
 from contrastlab.cost.cards import native_bf16
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork, cell_work, senteval_tokens
 from contrastlab.cost.measured import grouped, hms
-from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_lines
-from contrastlab.cost.provenance import moved_rules, status_lines
-from contrastlab.cost.schedule import schedule_lines
-from contrastlab.cost.summary import summary_lines
+from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_blocks
+from contrastlab.cost.provenance import moved_rules, status_items
+from contrastlab.cost.schedule import schedule_blocks
+from contrastlab.cost.summary import summary_blocks
 from contrastlab.papers import PAPERS
 from contrastlab.precision import RESOLVED
 
@@ -253,33 +253,28 @@ def memory_rows(jobs: Sequence[PlannedJob], calibration: Calibration) -> list[di
     return rows
 
 
-def plan_lines(
+def plan_blocks(
     grid: cl_config.Grid, jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
-) -> list[str]:
-    """The plan as Markdown lines: header, per paper, per experiment, per rule, peak memory per cell
-    kind, per cell (its seeds in one row)."""
+) -> list:
+    """The plan's blocks: what the jobs are and how they are priced, then per paper, per experiment, per
+    rule, peak memory per cell kind, per cell (its seeds in one row)."""
     counts = cell_counts(grid)
     probes, probe_hours = probe_jobs(grid, calibration)
     vision_probes = [j.cpu_after_s for j in jobs if j.rule == "encode_vision"]
-    lines = [
+    texts = [
         f"{counts['total']} training cells ({counts['sentence']} sentence, {counts['figure']} of them for "
         f"figures only; {counts['vision']} vision), as many evaluations, {counts['pretrained']} Pretrained "
         "evaluations. An evaluation is two jobs: the encoding on the GPU (`encode`, `encode_pretrained`, "
         "`encode_vision`: below) and the probes on the CPU (`evaluate`, `evaluate_pretrained`, "
         "`evaluate_vision`).",
-        "",
         f"Not GPU time: {probes} SentEval probe jobs on the CPU, {probe_hours:.1f} hours in all "
         f"({probe_seconds(grid, calibration):.0f} s each: start-up and probes); {len(vision_probes)} "
         f"image probe jobs on the CPU (`evaluate_vision`), {sum(vision_probes) / 3600:.1f} hours in all.",
-        "",
         f"Projected GPU-hours: FLOPs ÷ achieved TFLOP/s + overheads ({calibration.describe()}). "
         "Columns: each cell in its configured precision, then every cell that `precision_override` reaches "
         "in fp32, tf32, bf16 (the evaluators encode in fp32 in every column). Unmeasured figures carry "
         "±40% or more; `make gpu-check` measures them.",
-        "",
-        *step_mode_lines(grid),
     ]
-    lines += packing_lines(grid, jobs, calibration)
     sections = [
         ("Per paper", _rows(jobs, lambda j: j.paper, "paper")),
         ("Per experiment (table)", _rows(jobs, lambda j: j.experiment, "experiment")),
@@ -287,24 +282,21 @@ def plan_lines(
         (f"Peak GPU memory per cell kind ({_label(chosen)})", memory_rows(jobs, calibration)),
         ("Per cell (its seeds in one row)", _rows(jobs, _seedless, "cell", _cell_extra)),
     ]
-    return lines + markdown_lines(
-        [b for title, rows in sections for b in (Heading(3, title), rows_table(rows, 1))]
-    )
+    paragraphs = [*map(Paragraph, texts), *step_mode_blocks(grid), *packing_blocks(grid, jobs, calibration)]
+    return paragraphs + [b for title, rows in sections for b in (Heading(3, title), rows_table(rows, 1))]
 
 
-def step_mode_lines(grid: cl_config.Grid) -> list[str]:
-    """The plan's sentences on what its cells' step modes rest on besides their settings: a card without
-    native bf16, and the backbones whose model type no config gave (:func:`model_type_lines`)."""
-    lines = []
+def step_mode_blocks(grid: cl_config.Grid) -> list[Paragraph]:
+    """The plan's paragraphs on what its cells' step modes rest on besides their settings: a card without
+    native bf16, and the backbones whose model type no config gave (:func:`model_type_blocks`)."""
     card = grid.compute.get("gpu_model")
-    if not native_bf16(card):
-        lines += [
-            f"The {model_of(card)} has no native bf16: `precision: auto` trains in fp32 there, as the "
-            "trainer resolves it, and is priced so (padding-free where the backbone has a padding-free "
-            "forward).",
-            "",
-        ]
-    return lines + model_type_lines(grid)
+    if native_bf16(card):
+        return model_type_blocks(grid)
+    no_bf16 = (
+        f"The {model_of(card)} has no native bf16: `precision: auto` trains in fp32 there, as the trainer "
+        "resolves it, and is priced so (padding-free where the backbone has a padding-free forward)."
+    )
+    return [Paragraph(no_bf16), *model_type_blocks(grid)]
 
 
 def write_plan_csv(path: str | os.PathLike, jobs: Sequence[PlannedJob]) -> Path:
@@ -347,13 +339,14 @@ def plan_report(
     echo: bool = True,
     gpus: Sequence[int] = DEFAULT_GPU_COUNTS,
     cpus_per_gpu: int = DEFAULT_CPUS_PER_GPU,
-    sections: Sequence[Callable[[cl_config.Grid, Sequence[PlannedJob]], list[str]]] = (),
+    sections: Sequence[Callable[[cl_config.Grid, Sequence[PlannedJob]], list]] = (),
     gpu_model: str | None = None,
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
     ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. Priced for
     ``gpu_model`` (default: ``resources.gpu_model``); the makespan over each of ``gpus`` GPUs.
-    ``sections``: more sections put last (functions of the grid and the jobs), e.g. the claims' power."""
+    ``sections``: more sections put last (functions of the grid and the jobs returning blocks), e.g. the
+    claims' power."""
     if chosen != AS_CONFIGURED and chosen not in RESOLVED:
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
@@ -364,30 +357,28 @@ def plan_report(
     probe_s = probe_seconds(grid, calibration)
     searches_in_all = grid.options.searches_in_all
     every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
-    lines = [
-        f"## Projected cost{f' of {title}' if title else ''}",
-        "",
+    blocks = [
+        Heading(2, f"Projected cost{f' of {title}' if title else ''}"),
         # before the totals: what of the calibration is assumed, and any rule it moves far
-        *status_lines(calibration),
-        *moved_rules(works, calibration),
-        "",
-        *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu, chosen),
-        *plan_lines(grid, jobs, calibration, chosen),
-        *disk_lines(
+        Bullets(status_items(calibration) + moved_rules(works, calibration)),
+        *summary_blocks(jobs, works, calibration, card, probe_s, cpus_per_gpu, chosen),
+        *plan_blocks(grid, jobs, calibration, chosen),
+        *disk_blocks(
             grid, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen, every_search)
         ),
-        *schedule_lines(jobs, probe_s, chosen, gpus, cpus_per_gpu),
+        *schedule_blocks(jobs, probe_s, chosen, gpus, cpus_per_gpu),
     ]
     if not searches_in_all:
-        lines += search_plan_lines(grid, calibration, chosen, every_search)
+        blocks += search_plan_blocks(grid, calibration, chosen, every_search)
     for section in sections:
-        lines += section(grid, jobs)
+        blocks += section(grid, jobs)
+    text = to_markdown(blocks)
     if echo:
-        print("\n".join(lines))
+        print(text)
     out = Path(out_dir or grid.results.plan)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "plan.md"
-    markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    markdown.write_text(text + "\n", encoding="utf-8")
     return [markdown, write_plan_csv(out / "plan.csv", jobs)]
 
 
@@ -508,7 +499,9 @@ def _gb(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def disk_lines(grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Sequence[PlannedJob]) -> list[str]:
+def disk_blocks(
+    grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Sequence[PlannedJob]
+) -> list[Paragraph]:
     """The disk a run needs: the checkpoints it keeps (fp32 weights, from ``params_millions``), the largest
     snapshot a running cell writes, and the searches' checkpoints (one per point)."""
     trained = [j for j in jobs if j.rule.startswith("train")]
@@ -526,27 +519,28 @@ def disk_lines(grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Seque
             f" The searches (`make search`) keep {_gb(searched)} GB more ({len(points)} points, each its own "
             "checkpoint)."
         )
-    return [line, ""]
+    return [Paragraph(line)]
 
 
-def search_plan_lines(
+def search_plan_blocks(
     grid: cl_config.Grid, calibration: Calibration, chosen: str, points: Sequence[cl_search.SearchPoint]
-) -> list[str]:
+) -> list:
     """The searches' cost when they do not run with the default target (``searches.in_all: false``): one
     row per search experiment, with totals ([] without searches)."""
     jobs = search_jobs(grid, calibration, chosen, points)
     if not jobs:
         return []
     shared = sum(1 for p in points if p.shared_with is not None)
-    lines = [
-        "### Hyperparameter searches (`make search`; not in the default target)",
-        "",
+    about = (
         f"{len(points)} search points ({shared} of them configured cells, trained once), "
         f"{sum(1 for j in jobs if j.rule == 'search_encode')} winners evaluated on the test sets. A later "
         "stage's points are priced at the configured settings with their grid values (their winner is not "
-        "known before the search runs).",
-        "",
+        "known before the search runs)."
+    )
+    return [
+        Heading(3, "Hyperparameter searches (`make search`; not in the default target)"),
+        Paragraph(about),
+        rows_table(_rows(jobs, lambda j: j.experiment, "search"), right=1),
+        Paragraph(f"Peak GPU memory of the search points ({_label(chosen)}):"),
+        rows_table(memory_rows(jobs, calibration), right=1),
     ]
-    lines += markdown_lines([rows_table(_rows(jobs, lambda j: j.experiment, "search"), right=1)])
-    lines += [f"Peak GPU memory of the search points ({_label(chosen)}):", ""]
-    return lines + markdown_lines([rows_table(memory_rows(jobs, calibration), right=1)])

@@ -46,23 +46,23 @@ def figures(calibration: Calibration) -> dict[str, float]:
     return out
 
 
-def status_lines(calibration: Calibration) -> list[str]:
-    """The plan's first lines: the start-ups when assumed, and one line listing the assumed figures."""
+def status_items(calibration: Calibration) -> list[str]:
+    """The plan's first bullets: the start-ups when assumed, and one listing the assumed figures."""
     assumed = [f for f in figures(calibration) if figure_status(calibration, f) == "assumed"]
-    lines = []
+    items = []
     startups = [f for f in STARTUPS if f in assumed]
     if startups:
         keys = [f.split(".")[-1] for f in startups]
         values = ", ".join(f"{key} {calibration.overheads_s[key]:g} s" for key in keys)
-        lines.append(
-            f"- **Start-ups assumed, not measured on a card** ({values}): every job's fixed cost is a guess "
+        items.append(
+            f"**Start-ups assumed, not measured on a card** ({values}): every job's fixed cost is a guess "
             "until `make gpu-check` measures it."
         )
-    lines.append(
-        f"- Figures: {len(figures(calibration)) - len(assumed)} measured on a card, {len(assumed)} assumed"
+    items.append(
+        f"Figures: {len(figures(calibration)) - len(assumed)} measured on a card, {len(assumed)} assumed"
         + (f" ({', '.join(a.split('.', 1)[1] for a in assumed)})." if assumed else ".")
     )
-    return lines
+    return items
 
 
 def _with(reference: Calibration, figure: str, value: float) -> Calibration:
@@ -95,7 +95,7 @@ def shipped_for(calibration: Calibration) -> Calibration | None:
 
 
 def moved_rules(works: Mapping[str, CellWork], calibration: Calibration) -> list[str]:
-    """One line per GPU rule whose total under ``calibration`` moves by more than :data:`MOVE_LIMIT`
+    """One bullet per GPU rule whose total under ``calibration`` moves by more than :data:`MOVE_LIMIT`
     against the shipped file of its card (:func:`shipped_for`), naming the figure that moves it most."""
     reference = shipped_for(calibration)
     if reference is None:
@@ -104,7 +104,7 @@ def moved_rules(works: Mapping[str, CellWork], calibration: Calibration) -> list
     before, after = rule_seconds(cells, reference), rule_seconds(cells, calibration)
     ours, theirs = figures(calibration), figures(reference)
     changed = [f for f, v in ours.items() if theirs.get(f) != v]
-    lines = []
+    items = []
     for rule, seconds in after.items():
         if not before.get(rule) or abs(seconds / before[rule] - 1) <= MOVE_LIMIT:
             continue
@@ -116,8 +116,8 @@ def moved_rules(works: Mapping[str, CellWork], calibration: Calibration) -> list
             if figure
             else "no single figure"
         )
-        lines.append(
-            f"- **calibration moves rule {rule}** by {seconds / before[rule] - 1:+.0%} against "
+        items.append(
+            f"**calibration moves rule {rule}** by {seconds / before[rule] - 1:+.0%} against "
             f"{reference.path} ({before[rule] / 3600:.1f} -> {seconds / 3600:.1f} GPU-h): {why}."
         )
-    return lines
+    return items

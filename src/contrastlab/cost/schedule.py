@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contrastlab.blocks import markdown_lines, rows_table
+from contrastlab.blocks import Heading, Paragraph, rows_table
 
 
 @dataclass(frozen=True)
@@ -140,13 +140,13 @@ def hm(seconds: float) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}"
 
 
-def schedule_lines(
+def schedule_blocks(
     planned: Sequence[Any],
     probe_seconds: float,
     choice: str,
     gpu_counts: Sequence[int],
     cpus_per_gpu: int,
-) -> list[str]:
+) -> list:
     """The makespan section of ``make plan``: per GPU count N (``cpus_per_gpu`` × N CPU slots), the
     makespan, the GPUs' utilisation and the two lower bounds."""
     jobs = plan_jobs(planned, probe_seconds, choice)
@@ -167,13 +167,13 @@ def schedule_lines(
             }
         )
     return [
-        "### When it finishes (list-scheduling simulation)",
-        "",
-        f"The plan's GPU jobs ({choice.replace('config', 'as configured')}) over N GPUs and their probe "
-        f"jobs (SentEval and image) over {cpus_per_gpu} CPU slots per GPU, the longest remaining chain first "
-        "(`contrastlab.cost.schedule`; a real scheduler may take somewhat longer). Critical path: "
-        + " → ".join(f"`{name}`" for name in path)
-        + ".",
-        "",
-        *markdown_lines([rows_table(rows, right=1)]),
+        Heading(3, "When it finishes (list-scheduling simulation)"),
+        Paragraph(
+            f"The plan's GPU jobs ({choice.replace('config', 'as configured')}) over N GPUs and their probe "
+            f"jobs (SentEval and image) over {cpus_per_gpu} CPU slots per GPU, the longest remaining chain "
+            "first (`contrastlab.cost.schedule`; a real scheduler may take somewhat longer). Critical path: "
+            + " → ".join(f"`{name}`" for name in path)
+            + "."
+        ),
+        rows_table(rows, right=1),
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from contrastlab.blocks import Bullets, Heading
 from contrastlab.cost.calibration import SIDE_BY_SIDE, Calibration
 from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork
@@ -30,7 +31,7 @@ def fp32_hours(jobs: Sequence[Any], works: Mapping[str, CellWork], card: str | N
     return hours, flops / (peak * 1e12) / 3600 if peak else 0.0
 
 
-def summary_lines(
+def summary_blocks(
     jobs: Sequence[Any],
     works: Mapping[str, CellWork],
     calibration: Calibration,
@@ -38,30 +39,26 @@ def summary_lines(
     probe_seconds: float,
     cpus_per_gpu: int,
     chosen: str = AS_CONFIGURED,
-) -> list[str]:
-    """The summary's lines (module docstring); the makespan under ``chosen``, as the makespan section's."""
+) -> list:
+    """The summary's heading and bullets (module docstring); the makespan under ``chosen``, as the makespan
+    section's."""
     totals = {c: sum(j.seconds[c] for j in jobs) / 3600 for c in (AS_CONFIGURED, *SIDE_BY_SIDE)}
     fp32, floor = fp32_hours(jobs, works, card)
     node = simulate(plan_jobs(jobs, probe_seconds, chosen), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
     total = totals[AS_CONFIGURED]
-    lines = [
-        f"### Summary ({card or calibration.device})",
-        "",
-        f"- {calibration.describe()}.",
-        f"- GPU-hours: **{total:.1f} as configured**; {totals['fp32']:.1f} all fp32, "
+    items = [
+        f"{calibration.describe()}.",
+        f"GPU-hours: **{total:.1f} as configured**; {totals['fp32']:.1f} all fp32, "
         f"{totals['tf32']:.1f} all tf32, {totals['bf16']:.1f} all bf16.",
     ]
     if floor:
         peak = GPU_PEAKS[card]["fp32"]
-        lines.append(
-            f"- IEEE fp32: {fp32:.1f} of the {total:.1f} GPU-h ({fp32 / total:.0%}) are cells training in "
+        items.append(
+            f"IEEE fp32: {fp32:.1f} of the {total:.1f} GPU-h ({fp32 / total:.0%}) are cells training in "
             "fp32; "
             f"their steps at the card's full fp32 peak ({peak:g} TFLOP/s) would still take {floor:.1f} "
             "GPU-h (the fp32 floor: no speed-up goes below it, only less fp32 work or another precision)."
         )
     which = "" if chosen == AS_CONFIGURED else f", all {chosen}"
-    lines += [
-        f"- Makespan on one {NODE_GPUS}-GPU node{which}: {hm(node.makespan_s)} (h:mm).",
-        "",
-    ]
-    return lines
+    items.append(f"Makespan on one {NODE_GPUS}-GPU node{which}: {hm(node.makespan_s)} (h:mm).")
+    return [Heading(3, f"Summary ({card or calibration.device})"), Bullets(items)]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from contrastlab.blocks import markdown_lines, rows_table
+from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
@@ -409,8 +409,8 @@ def cheapest_to(
 FAILED_BY_PAPER = "the paper's tables fail it: decided = not reproduced"
 
 
-def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLICATES) -> list[str]:
-    """The plan's claims section (Markdown): the summary lines, then one row per claim."""
+def power_blocks(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLICATES) -> list:
+    """The plan's claims section: the summary paragraphs, then one row per claim."""
     # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
     metrics = collect_metrics(grid.results.metrics())
     measured = measured_noise(metrics, grid)
@@ -424,9 +424,7 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
     more = [p for p in powers if not p.decidable and p.seeds_needed]
     more_hours, more_runs = extra_hours(more, hours)
     more_cells = len({c for p in more for c in p.cells})
-    lines = [
-        "### Claims: would a perfect reproduction decide them?",
-        "",
+    about = (
         f"A perfect reproduction: every cell at the paper's own number, each seed drawn around it with the "
         f"seed noise σ of its metric (a stated prior, not measured: STS.Avg 0.5, TR.Avg 0.25, one STS task "
         f"1.0, one transfer task 0.5, CIFAR linear and kNN 0.2, OAR FFN 1.0; `contrastlab.report.power`"
@@ -434,27 +432,31 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
         f"Decidable: it reads its expected verdict with P ≥ {TARGET} ({replicates} draws per claim and seed "
         "count, through the claims' own decision rule). "
         f"Not counted below: {len(readings)} figure readings (no seed noise to simulate: a "
-        "regenerated figure's values against the paper's bound, one run per point).",
-        "",
+        "regenerated figure's values against the paper's bound, one run per point)."
+    )
+    decided = (
         f"**Decidable at the configured seeds: {decidable} of {total}; with {more_runs} more seed runs on "
         f"{more_cells} cells (up to {MAX_SEEDS} seeds per cell): {len(reachable)} of {total}, "
-        f"+{more_hours:,.0f} GPU-hours.**",
-        "",
-    ]
+        f"+{more_hours:,.0f} GPU-hours.**"
+    )
     goal = cheapest_to(GOAL, powers, hours)
     if goal is None:
-        lines.append(
+        reach = (
             f"**≥ {GOAL} of {total} decidable: not reachable with up to {MAX_SEEDS} seeds per cell** "
             f"(at most {len(reachable)}; {sum(bool(p.why_not) for p in powers)} claims have no numbers "
             "to simulate)."
         )
     else:
         chosen, cost = goal
-        lines.append(
+        reach = (
             f"**≥ {GOAL} of {total} decidable: +{cost:,.0f} GPU-hours** (seeds added to the cells of "
             f"{len(chosen)} claims, cheapest first)."
         )
-    return [*lines, "", *markdown_lines([rows_table(_power_rows(every, hours), right=1)])]
+    return [
+        Heading(3, "Claims: would a perfect reproduction decide them?"),
+        *map(Paragraph, (about, decided, reach)),
+        rows_table(_power_rows(every, hours), right=1),
+    ]
 
 
 def _power_rows(every: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str], float]) -> list[dict]:
