@@ -244,7 +244,8 @@ def test_plan_prices_the_searches():
     assert all(j.seconds["config"] > 0 for j in added)
     apart = cl_config.Grid({**config, "searches": {"in_all": False}})
     assert cl_budget.plan_points(apart, cal) == []  # not in the default target: not in the plan
-    blocks = plan.search_plan_blocks(apart, cal, "config", cl_budget.searched_points(apart, cal))
+    points = cl_budget.searched_points(apart, cal)
+    blocks = plan.search_plan_blocks(points, plan.search_jobs(apart, cal, "config", points), cal, "config")
     assert "8 search points (2 of them configured cells" in to_markdown(blocks)
 
 
@@ -260,7 +261,10 @@ def test_paper_scale_searches_are_priced():
     assert stages == {("nie2023", 1): 448, ("nie2023", 2): 760, ("li2024", 1): 128, ("li2024", 2): 400}
     assert sum(p.shared_with is not None for p in points) == 28  # each Nie cell lies on its lr x batch grid
     grid, cal = cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    lines = to_markdown(plan.search_plan_blocks(grid, cal, "config", cl_budget.searched_points(grid, cal)))
+    points = cl_budget.searched_points(grid, cal)
+    lines = to_markdown(
+        plan.search_plan_blocks(points, plan.search_jobs(grid, cal, "config", points), cal, "config")
+    )
     assert "| nie2023 (search) | 1208 |" in lines and "| li2024 (search) | 536 |" in lines
 
 

@@ -357,19 +357,18 @@ def plan_report(
     probe_s = probe_seconds(grid, calibration)
     searches_in_all = grid.options.searches_in_all
     every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
+    searches = search_jobs(grid, calibration, chosen, every_search)  # once, for the disk and the searches
     blocks = [
         Heading(2, f"Projected cost{f' of {title}' if title else ''}"),
         # before the totals: what of the calibration is assumed, and any rule it moves far
         Bullets(status_items(calibration) + moved_rules(works, calibration)),
         *summary_blocks(jobs, works, calibration, card, probe_s, cpus_per_gpu, chosen),
         *plan_blocks(grid, jobs, calibration, chosen),
-        *disk_blocks(
-            grid, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen, every_search)
-        ),
+        *disk_blocks(grid, jobs, searches),
         *schedule_blocks(jobs, probe_s, chosen, gpus, cpus_per_gpu),
     ]
     if not searches_in_all:
-        blocks += search_plan_blocks(grid, calibration, chosen, every_search)
+        blocks += search_plan_blocks(every_search, searches, calibration, chosen)
     for section in sections:
         blocks += section(grid, jobs)
     text = to_markdown(blocks)
@@ -523,11 +522,11 @@ def disk_blocks(
 
 
 def search_plan_blocks(
-    grid: cl_config.Grid, calibration: Calibration, chosen: str, points: Sequence[cl_search.SearchPoint]
+    points: Sequence[cl_search.SearchPoint], jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
 ) -> list:
     """The searches' cost when they do not run with the default target (``searches.in_all: false``): one
-    row per search experiment, with totals ([] without searches)."""
-    jobs = search_jobs(grid, calibration, chosen, points)
+    row per search experiment of ``jobs`` (:func:`search_jobs` of ``points``), with totals ([] without
+    searches)."""
     if not jobs:
         return []
     shared = sum(1 for p in points if p.shared_with is not None)
