@@ -7,11 +7,13 @@ from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
+import yaml
 from markdown_it import MarkdownIt
 
 from contrastlab.blocks import Bullets, Cell, Heading, Link, Paragraph, Table, Tally, literals_of, to_markdown
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.hub.cards import model_card
+from contrastlab.paths import REPO_ROOT
 from contrastlab.report.html import render_html
 from tests.hub.test_cards import DATA, METRICS, SUMMARY
 
@@ -154,5 +156,23 @@ def test_the_written_report_shows_a_backbone_alias_with_html_as_written(tmp_path
     page = (tmp_path / "report.html").read_text()
     found = assert_no_element_from(page, alias)
     assert alias in found.text and "<img" not in page
-    markdown = (tmp_path / "report.md").read_text()
-    assert_no_element_from(MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown), alias)
+    for page in ("report.md", "tables/macl_tableB4.md"):  # the table's own page, as the report's
+        markdown = (tmp_path / page).read_text()
+        assert_no_element_from(
+            MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown), alias
+        )
+
+
+def test_make_plan_shows_a_backbone_alias_with_html_as_written(tmp_path):
+    """plan.md as make plan writes it: the config's names are the literals, as in the report."""
+    from contrastlab.config import validate
+    from contrastlab.cost.plan import plan_report
+
+    alias = "x, y;touch PWNED;<img src=q onerror=alert(1)>"
+    config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    config |= {"results_dir": str(tmp_path / "results"), "resources_dir": str(tmp_path / "resources")}
+    config["backbones"][alias] = config["backbones"]["tiny-bert"]
+    config["experiments"]["nie2023"]["backbones"].append(alias)
+    plan_report(validate(config), out_dir=tmp_path, echo=False)
+    page = MarkdownIt("commonmark", {"html": True}).enable("table").render((tmp_path / "plan.md").read_text())
+    assert alias in assert_no_element_from(page, alias).text

@@ -20,7 +20,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.blocks import Bullets, Heading, Paragraph, rows_table, to_markdown
+from contrastlab.blocks import Bullets, Heading, Paragraph, literals_of, rows_table, to_markdown
 from contrastlab.config import paper_of
 from contrastlab.cost.backbones import Transformer, backbone_transformer, model_type_blocks
 from contrastlab.cost.budget import pinned, plan_points, searched_points
@@ -371,7 +371,7 @@ def plan_report(
         blocks += search_plan_blocks(every_search, searches, calibration, chosen)
     for section in sections:
         blocks += section(grid, jobs)
-    text = to_markdown(blocks)
+    text = to_markdown(blocks, literals_of(grid.config))  # the config's names are text, as in the report
     if echo:
         print(text)
     out = Path(out_dir or grid.results.plan)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from contrastlab.blocks import literals_of
 from contrastlab.config import Grid
 from contrastlab.paths import Results, write_text
 from contrastlab.tables import get_spec, tables_for_config
@@ -127,12 +128,12 @@ def _write_tables(names: list[str], grid: Grid, metrics, failures, out_dir: Path
     from contrastlab.tables.assemble import assemble
     from contrastlab.tables.render import to_csv, to_latex, to_markdown
 
-    built = []
+    built, literals = [], literals_of(grid.config)  # the config's names are text on the page
     for name in names:
         table = assemble(get_spec(name), grid, metrics, failures)
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
         write_text(paths["csv"], to_csv(table))  # atomically: a full disk leaves the previous file
-        write_text(paths["md"], to_markdown(table))
+        write_text(paths["md"], to_markdown(table, literals=literals))
         write_text(paths["tex"], to_latex(table))
         built.append((table, paths))
     return built

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrastlab.blocks import Heading, Paragraph, Table, to_markdown
+from contrastlab.blocks import Heading, Paragraph, Table, literals_of, to_markdown
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.papers import PAPERS
 from contrastlab.paths import write_text
@@ -205,7 +205,7 @@ def write_comparisons(
         columns, body = "l" * len(frame.columns), frame.values.tolist()
         for ext, text in (
             ("csv", frame.to_csv(index=False)),
-            ("md", to_markdown([_table(frame)])),
+            ("md", to_markdown([_table(frame)], literals_of(grid.config))),
             ("tex", latex_table(name, columns, [list(frame.columns)], body, title)),
         ):
             path = out_dir / f"{name}.{ext}"

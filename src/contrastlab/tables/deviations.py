@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from contrastlab import search as cl_search
-from contrastlab.blocks import Heading, Paragraph, Table, rows_table, to_markdown
+from contrastlab.blocks import Heading, Paragraph, Table, literals_of, rows_table, to_markdown
 from contrastlab.config import Grid, load, setting_value
 from contrastlab.tables.published import TABLES, load_meta, paper_backbones
 from contrastlab.tables.search import off_grid, published_hparams, stage_axes
@@ -284,7 +284,7 @@ def render_page(grid: Grid) -> str:
             else:
                 page.append(deviation_table(found))
             shown.append((name, found))
-    return to_markdown(page)
+    return to_markdown(page, literals_of(grid.config))
 
 
 def main(argv: list[str] | None = None) -> int:

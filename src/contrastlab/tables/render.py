@@ -340,9 +340,10 @@ def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int,
     return first + heads, len(first), texts, records
 
 
-def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
+def to_markdown(table: Table, *, stand_ins: bool = False, literals: Iterable[str] = ()) -> str:
     """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`; ``stand_ins``: the
-    report's view), its legend, the deviations of this config and the transcription notes."""
+    report's view), its legend, the deviations of this config and the transcription notes; ``literals``
+    (the config's names, :func:`~contrastlab.blocks.literals_of`) shown as text."""
     header, labels, texts, _ = grid_rows(table, stand_ins=stand_ins)
     above = [f"Paper footnote: {note}" for note in table.meta.get("footnotes") or []]
     if table.extra_backbones:
@@ -360,7 +361,7 @@ def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
     notes = table.meta.get("notes") or []
     if notes:
         page.append(blocks.Paragraph("\n".join(["Transcription notes:", *(f"- {n}" for n in notes)])))
-    return blocks.to_markdown(page)
+    return blocks.to_markdown(page, literals)
 
 
 def _label_heads(table: Table, has_groups: bool) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.blocks import Heading, Paragraph, Verdict, rows_table, to_markdown
+from contrastlab.blocks import Heading, Paragraph, Verdict, literals_of, rows_table, to_markdown
 from contrastlab.paths import Results, atomic_write, write_text
 from contrastlab.stats import half_width
 from contrastlab.tables.latex import latex_table
@@ -257,7 +257,7 @@ def write_search_tables(
             frame.to_csv(tmp, index=False)
         table = rows_table(shown) if shown else Paragraph("(no searched setting)")
         title = f"Search of {experiment}: selected on dev beside the published hyperparameters"
-        write_text(paths["md"], to_markdown([Heading(1, title), table]))
+        write_text(paths["md"], to_markdown([Heading(1, title), table], literals_of(grid.config)))
         body = [[r[c] for c in COLUMNS] for r in rows]
         write_text(paths["tex"], latex_table(name, "l" * len(COLUMNS), [COLUMNS], body, title))
         written += paths.values()
