@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import json
 import math
 import shutil
@@ -180,10 +179,21 @@ class VisionTrainSettings(Settings):
             raise ValueError(f"width must be >= 1, got {self.width}")
 
     def augment(self, size: int, mean, std) -> SimCLRAugment:
-        """The training augmentation these settings describe, for images of side ``size``: each keyword of
-        :class:`SimCLRAugment` but the image's is the setting of its name."""
-        keywords = inspect.signature(SimCLRAugment).parameters.keys() - {"size", "mean", "std"}
-        return SimCLRAugment(size, mean=mean, std=std, **{k: getattr(self, k) for k in keywords})
+        """The training augmentation these settings describe, for images of side ``size``."""
+        return SimCLRAugment(
+            size,
+            mean=mean,
+            std=std,
+            crop_scale=self.crop_scale,
+            crop_ratio=self.crop_ratio,
+            jitter=self.jitter,
+            jitter_p=self.jitter_p,
+            gray_p=self.gray_p,
+            flip_p=self.flip_p,
+            blur_p=self.blur_p,
+            blur_sigma=self.blur_sigma,
+            blur_kernel=self.blur_kernel,
+        )
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:
