@@ -422,7 +422,7 @@ def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None
     if base is not None and (model is None or model_of(base.device) == model):
         return base
     if (model or DEFAULT_GPU_MODEL) in SHIPPED_CALIBRATIONS:
-        return load_calibration(SHIPPED_CALIBRATIONS[model or DEFAULT_GPU_MODEL])
+        return shipped_calibration(model or DEFAULT_GPU_MODEL)
     base = base or load_calibration(DEFAULT_CALIBRATION)
     note = (
         f"no measured calibration for the {model}: {base.device}'s figures scaled by the data sheets' "
