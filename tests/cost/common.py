@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
@@ -50,16 +52,16 @@ def config_work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
     return cl_flops._sentence_work(grid, cell, changed, model, True)
 
 
-def config_totals(monkeypatch, cal, image: dict | None = None, **sentence) -> list[float]:
+def config_totals(cal, image: dict | None = None, **sentence) -> list[float]:
     """config.yaml's GPU-hours per choice of :data:`CHOICES` (to 0.1) under ``cal``, with ``image`` set in
-    every image cell's settings and ``sentence`` in every sentence cell's."""
-    for name, patched in (("_vision_work", image or {}), ("_sentence_work", sentence)):
-        original = getattr(cl_flops, name)
-        monkeypatch.setattr(
-            cl_flops, name, lambda c, cell, s, *on, f=original, p=patched: f(c, cell, {**s, **p}, *on)
-        )
-    jobs = plan.make_plan(config_grid(), cal)
-    monkeypatch.undo()
+    every image cell's settings and ``sentence`` in every sentence cell's (patched for this call only)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, patched in (("_vision_work", image or {}), ("_sentence_work", sentence)):
+            original = getattr(cl_flops, name)
+            monkeypatch.setattr(
+                cl_flops, name, lambda c, cell, s, *on, f=original, p=patched: f(c, cell, {**s, **p}, *on)
+            )
+        jobs = plan.make_plan(config_grid(), cal)
     return [round(plan.total_hours(jobs, c), 1) for c in CHOICES]
 
 

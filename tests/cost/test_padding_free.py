@@ -141,12 +141,12 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
         cl_calibration.load_calibration(path)
 
 
-def test_config_yaml_on_the_h200_with_padding_free_by_default(monkeypatch, flop_model_h200):
+def test_config_yaml_on_the_h200_with_padding_free_by_default(flop_model_h200):
     """config.yaml's totals padded (194.2), padding-free at the measured ratio (179.0) and by the FLOP
     model (175.2): only the IEEE-fp32 columns move."""
     shipped = cl_calibration.load_calibration(H200)
-    padded = config_totals(monkeypatch, shipped, padding_free=False)
-    default = config_totals(monkeypatch, shipped)
+    padded = config_totals(shipped, padding_free=False)
+    default = config_totals(shipped)
     assert padded == [194.2, 231.9, 100.3, 73.5]
     assert default == [179.0, 215.6, 100.3, 73.5]
-    assert config_totals(monkeypatch, flop_model_h200) == [175.2, 211.5, 100.3, 73.5]
+    assert config_totals(flop_model_h200) == [175.2, 211.5, 100.3, 73.5]

@@ -209,20 +209,18 @@ def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: f
 EAGER_IMAGES = {"cuda_graph": False}
 
 
-def test_the_plan_reproduces_gpu_plans_repricing(monkeypatch):
+def test_the_plan_reproduces_gpu_plans_repricing():
     """gpu-plan.md §1's table, from the H200 file by its method (MACL bf16 160 est., dev 0.45 s with the
     switches, 0.53 s and 26.5 µs per launch with eager sentence steps and dev batch 128)."""
     cal = cl_calibration.load_calibration(H200)
     # gpu-plan.md priced padded sentence steps (before issue 55's padding-free default)
     switched = config_totals(
-        monkeypatch,
         _gpu_plan_calibration(cal, 0.0, 0.45),
         EAGER_IMAGES | {"augment_calls": "one"},
         padding_free=False,
     )
     assert switched == [214.1, 246.5, 108.2, 85.5]  # gpu-plan: 214.1, 246.5, 108.1 (tf32 110.6), 85.5
     today = config_totals(
-        monkeypatch,
         _gpu_plan_calibration(cal, 26.5e-6, 0.53),
         EAGER_IMAGES,
         cuda_graph=False,
@@ -232,7 +230,7 @@ def test_the_plan_reproduces_gpu_plans_repricing(monkeypatch):
     assert today == [223.5, 250.1, 116.3, 105.6]  # gpu-plan: 223.5, 250.1, 116.3, 105.7
     # its padding-free lever, "-19 h fp32 sentence as configured": 214.1 -> 199.0 at the measured ratio
     padding_free = config_totals(
-        monkeypatch, _gpu_plan_calibration(cal, 0.0, 0.45), EAGER_IMAGES | {"augment_calls": "one"}
+        _gpu_plan_calibration(cal, 0.0, 0.45), EAGER_IMAGES | {"augment_calls": "one"}
     )
     assert padding_free == [199.0, 230.1, 108.2, 85.5]
 
@@ -251,7 +249,9 @@ def test_gpu_model_picks_the_measured_file_else_scales_and_says_so(monkeypatch, 
     assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(
         h200.achieved_tflops["sentence"]["tf32"] * ratio
     )
-    with pytest.raises(ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks"):
+    with pytest.raises(
+        ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks here; use one of"
+    ):
         cl_calibration.calibration_for("K80")
 
 

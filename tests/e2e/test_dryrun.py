@@ -20,8 +20,9 @@ SCHEDULE_FIRST = 8  # a long module: tests/conftest.py starts the highest number
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 DEAD_PROXY = "http://127.0.0.1:9"  # nothing listens there: a download through it fails at once
 #: The environment of the tests' Snakemake: offline, and any download sent to :data:`DEAD_PROXY`.
-OFFLINE = dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY)
-OFFLINE["NO_PROXY"] = ""
+OFFLINE = dict(
+    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, NO_PROXY=""
+)
 
 
 def snakemake_process(

@@ -10,7 +10,7 @@ from .test_dryrun import demo_process
 SCHEDULE_FIRST = 1  # a long module: tests/conftest.py starts the highest numbers first
 
 
-def test_documented_overrides_work_throughdemo_process(repo_root, tmp_path):
+def test_documented_overrides_work_through_snakemake(repo_root, tmp_path):
     """The README's overrides, numbers and booleans given on the command line, through Snakemake itself."""
     done = demo_process(
         repo_root,

@@ -98,7 +98,8 @@ def test_evaluate_checkpoint_metrics_dict_and_the_encode_and_probe_jobs_numbers(
     """The metrics dict of one call, the same again from its cache, and the same numbers when encoding in
     one job and probing in another."""
     tasks = ["STS12", "STSBenchmark", "SICKRelatedness", "MR", "MRPC"]
-    single = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
+    cached = {"cache_dir": tmp_path / "cache", "device": "cpu"}  # the CPU: compared exactly with the jobs'
+    single = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", **cached)
     assert list(single["scores"]) == tasks
     assert single["sts_avg"] is None and single["tr_avg"] is None  # incomplete groups
     # SentEval's two transfer numbers: test accuracy in scores, model-selection accuracy in devacc.
@@ -111,7 +112,7 @@ def test_evaluate_checkpoint_metrics_dict_and_the_encode_and_probe_jobs_numbers(
     assert set(single["timings"]) >= {"encode_s", "sts_s", "transfer_s"}
     assert (single["mode"], single["pooling"]) == ("fasttest", "cls")
     assert "torch" in single["meta"]["versions"]
-    again = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
+    again = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", **cached)
     assert again["scores"] == single["scores"]
     jobs = tmp_path / "jobs"
     encoded = S.encode_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=jobs, device="cpu")

@@ -31,7 +31,7 @@ BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
 MARKERS = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
 
 
-def tiny_bert(folder: Path, vocab_size: int = 40):
+def save_tiny_bert(folder: Path, vocab_size: int = 40):
     """A 1-layer BERT (hidden 8, 2 heads, feed-forward 16) saved to ``folder``; returns the model."""
     from transformers import BertConfig, BertModel
 
@@ -46,7 +46,7 @@ def tiny_bert(folder: Path, vocab_size: int = 40):
 def tiny_checkpoint(folder: Path) -> int:
     """:func:`tiny_bert` saved as our trainer exports it (HF folder + sentence-transformers files); returns
     its parameter count."""
-    model = tiny_bert(folder)
+    model = save_tiny_bert(folder)
     summary = {
         "settings": {"loss": "infonce", "loss_hp": {"tau": 0.05}, "seed": 42},
         "meta": {"git_sha": "abc"},
