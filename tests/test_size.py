@@ -50,10 +50,12 @@ GRID_MEMBERS = 15
 CONFIG_READS = 3
 #: Lines (``wc -l``) of the library's and the suite's .py files: the house's size, a ratchet on the tree
 #: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back over two
-#: rounds). A change that adds lines folds as many elsewhere, or argues here, in its own commit, why the
-#: house must grow.
-SRC_LINES = 37428
-TESTS_LINES = 37147
+#: rounds to 37,428 / 37,147). A change that adds lines folds as many elsewhere, or argues here, in its own
+#: commit, why the house must grow. +29 / +30 after the review of that cut: four cuts undone that had changed
+#: behaviour or hidden a signature, the config's names as text on plan.md and the table pages, and the tests
+#: of both (CPU-pinned SentEval comparison, a patch scoped to its helper).
+SRC_LINES = 37457
+TESTS_LINES = 37177
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
