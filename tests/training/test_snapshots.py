@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import threading
+import time
 
 import pytest
 import torch
@@ -66,6 +67,29 @@ def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
     saved = st.read_snapshot(tmp_path / "state" / st.STATE_FILE)
     assert all(torch.equal(saved["model"][k], at_step[k]) for k in at_step)
     assert saved["step"] == 2 and run.timings["state_s"] < 30
+
+
+def test_a_run_stopped_by_an_error_leaves_the_snapshot_it_started(tmp_path, monkeypatch, train_tiny):
+    """An error right after a snapshot is submitted waits for its write before it leaves the trainer: a
+    warm-started job ends by os._exit, which does not wait for the writer, and a resume in the same
+    process (the CUDA kill test) found the state folder mid-write and started over."""
+    real_save_state, real_save_snapshot = st.save_state, TrainingRun.save_snapshot
+
+    def slow_save_state(*args):
+        time.sleep(0.5)
+        real_save_state(*args)
+
+    def save_then_die(self, *args, **kwargs):
+        real_save_snapshot(self, *args, **kwargs)
+        raise KeyboardInterrupt  # right after the first snapshot (step 4), its write in flight
+
+    with monkeypatch.context() as patched:
+        patched.setattr(st, "save_state", slow_save_state)
+        patched.setattr(TrainingRun, "save_snapshot", save_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            train_tiny(tmp_path / "killed")
+    assert st.read_snapshot(tmp_path / "killed" / "state" / st.STATE_FILE)["step"] == 4
+    assert train_tiny(tmp_path / "killed")["resumed_from"] == [4]
 
 
 def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(tmp_path, tiny_bert):

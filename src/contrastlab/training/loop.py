@@ -11,6 +11,7 @@ one both trainers always had, so their numbers, logs and snapshots are unchanged
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -161,27 +162,35 @@ def train_steps(run: TrainingRun, track: Track, start: int) -> None:
     s, total = track.s, track.total
     what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
     order_epoch, order = -1, None
-    for step in run.steps(start, total, desc=track.desc):
-        epoch, position = divmod(step - 1, track.steps_per_epoch)
-        if epoch != order_epoch:
-            order_epoch, order = epoch, track.epoch(epoch)
-        rows = order[position * s.batch_size : (position + 1) * s.batch_size]
-        logging = due(step, s.log_every, total)
-        evaluations = [e for e in track.evaluations if due(step, e.every, total)]
-        snapshot = run.snapshot_due(step, total)
-        lr = track.lr(logging)
-        result = track.step(step, rows, logging)
-        run.record(step, result.loss, result.items)
-        stats = functools.partial(loss_stats_text, track.loss_fn, result.h1, result.h2)
-        run.check_finite(
-            step, result.loss, syncs=logging or bool(evaluations) or snapshot, what=what, stats=stats
-        )
-        if logging:
-            track.logged(_log_interval(run, track, step, epoch, lr, result))
-        for evaluation in evaluations:
-            evaluation.call(step, epoch)
-        if snapshot:
-            run.save_snapshot(step, track.fingerprint, track.stateful, **track.snapshot())
+    try:
+        for step in run.steps(start, total, desc=track.desc):
+            epoch, position = divmod(step - 1, track.steps_per_epoch)
+            if epoch != order_epoch:
+                order_epoch, order = epoch, track.epoch(epoch)
+            rows = order[position * s.batch_size : (position + 1) * s.batch_size]
+            logging = due(step, s.log_every, total)
+            evaluations = [e for e in track.evaluations if due(step, e.every, total)]
+            snapshot = run.snapshot_due(step, total)
+            lr = track.lr(logging)
+            result = track.step(step, rows, logging)
+            run.record(step, result.loss, result.items)
+            stats = functools.partial(loss_stats_text, track.loss_fn, result.h1, result.h2)
+            run.check_finite(
+                step, result.loss, syncs=logging or bool(evaluations) or snapshot, what=what, stats=stats
+            )
+            if logging:
+                track.logged(_log_interval(run, track, step, epoch, lr, result))
+            for evaluation in evaluations:
+                evaluation.call(step, epoch)
+            if snapshot:
+                run.save_snapshot(step, track.fingerprint, track.stateful, **track.snapshot())
+    except BaseException:
+        # The snapshot this run started is written before the error leaves, as the interpreter's exit would
+        # let it finish: a warm-started job ends by os._exit, which does not wait for the writer thread.
+        # The write's own failure, if any, gives way to the error that stopped the run.
+        with contextlib.suppress(Exception):
+            run.wait_for_snapshot()
+        raise
 
 
 def _log_interval(run: TrainingRun, track: Track, step: int, epoch: int, lr: float, result: StepOutput):

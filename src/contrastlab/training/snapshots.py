@@ -114,8 +114,8 @@ class SnapshotWriter:
             self._run(write, ready)
             self.wait()
             return
-        # Not a daemon: an interpreter that exits (the job's end, an exception) lets the write finish,
-        # so the snapshot it started is complete; only a kill stops it, and a kill leaves the previous one.
+        # Not a daemon: an interpreter that exits lets the write finish (and the loop waits for it on an
+        # error, for a warm-started job's os._exit); only a kill stops it, leaving the previous snapshot.
         self._thread = threading.Thread(
             target=self._run, args=(write, ready), name="contrastlab-snapshot", daemon=False
         )
