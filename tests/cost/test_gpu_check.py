@@ -5,6 +5,7 @@ rows (with and without MPS) and a calibration make plan reads after any part of 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
@@ -190,6 +191,21 @@ def _job_summary(**extra) -> dict:
     summary = _summary(steady_train_s=4.0, steady_steps=100, eval_s=1.2, state_s=1.0, total_s=20.0)
     summary["steps"] = 125
     return summary | extra
+
+
+def test_the_presets_corpus_fills_the_plans_rows(tmp_path, minilm_dir):
+    """Every line of the preset's training corpus tokenises to at least max_length, so each batch is the
+    64 x 32 rows a calibrated rate is priced for (the fixture's own lines average 12.5 of 32 tokens)."""
+    from transformers import AutoTokenizer
+
+    args = argparse.Namespace(toy=False, results_dir=str(tmp_path), resources_dir=None)
+    config, _ = gpu_check._preset(args)
+    grid = cl_config.Grid(config)
+    (cell, *_) = (c for c in grid.cells if grid.experiment(c.experiment).track == "sentence")
+    corpus = Path(grid.data.locations()["corpus"]).read_text().splitlines()
+    assert len(corpus) == config["data"]["fixture_corpus_sentences"]
+    lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(minilm_dir)(corpus)["input_ids"]]
+    assert min(lengths) >= grid.settings(cell)["max_length"] == 32
 
 
 def test_the_start_up_is_the_jobs_wall_less_its_steps_dev_and_snapshots():

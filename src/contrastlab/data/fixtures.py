@@ -216,13 +216,14 @@ def write_senteval_fixture(out_dir: str | Path, seed: int = 0) -> Path:
     return out_dir
 
 
-def write_demo_corpus(path: str | Path, n: int, seed: int = 0) -> Path:
-    """Write ``n`` generated sentences, one per line (the offline demo's training corpus), through
-    :func:`put_text`: an identical file is left alone."""
+def write_demo_corpus(path: str | Path, n: int, seed: int = 0, per_line: int = 1) -> Path:
+    """Write ``n`` lines of ``per_line`` generated sentences each (the offline demo's training corpus has
+    one a line) through :func:`put_text`: an identical file is left alone."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     rng = random.Random(seed)
     makers = [_plain, lambda r: _sentiment(r, r.random() < 0.5), lambda r: _subjective(r, r.random() < 0.5)]
+    lines = (" ".join(rng.choice(makers)(rng) for _ in range(per_line)) for _ in range(n))
     path = Path(path)
-    put_text(path, "".join(rng.choice(makers)(rng) + "\n" for _ in range(n)))
+    put_text(path, "".join(line + "\n" for line in lines))
     return path
