@@ -21,7 +21,7 @@ from contrastlab.cost import gpu_check, provenance
 from contrastlab.cost import gpu_report as R
 from contrastlab.cost import plan as cl_plan
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
-from contrastlab.paths import Results
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.training import snapshots
 from tests.cost.common import config_grid, preset_grid, written_calibration
 
@@ -184,6 +184,18 @@ def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_withi
     (moved,) = provenance.moved_rules(works, inflated)
     assert moved.startswith("**calibration moves rule train** by +")
     assert "overheads_s.dev_evaluation 3" in moved and "against the shipped 0.0507" in moved
+
+
+def test_the_calibration_an_h200_wrote_moves_no_training_rule_of_config_yaml():
+    """make gpu-check, then make plan, on the file an H200 wrote on 2026-11-28 with full-length rows
+    (docs/gpu-runs/h200-2026-11-28-gpu-check): 171.4 GPU-h against the shipped 179.0, no training rule
+    moved by more than 25%. Only the encodings move: their start-up was measured warm, at 0 s."""
+    run = REPO_ROOT / "docs" / "gpu-runs" / "h200-2026-11-28-gpu-check" / "run2_calibration.json"
+    calibration, grid = cl_calibration.load_calibration(run), config_grid()
+    assert cl_plan.total_hours(cl_plan.make_plan(grid, calibration)) == pytest.approx(171.4, abs=0.05)
+    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
+    moved = [line.split("**")[1] for line in provenance.moved_rules(works, calibration)]
+    assert moved == ["calibration moves rule encode", "calibration moves rule encode_vision"]
 
 
 def _job_summary(**extra) -> dict:
