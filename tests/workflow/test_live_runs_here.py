@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,11 @@ def test_unclaimed_locks_stay_while_a_snakemake_without_a_record_runs_in_the_che
     _lock(locks, "0.output.lock", "results/x/m")
     starting = subprocess.Popen(["snakemake", "60"], executable=shutil.which("sleep"), cwd=tmp_path)
     try:
+        # until it has exec'd, the child is a fork of this Python in this folder: no run to see yet
+        for _ in range(1000):
+            if starting.pid in recovery._snakemake_processes(tmp_path):
+                break
+            time.sleep(0.01)
         assert recover_killed_run(str(tmp_path / "results" / "a"), tmp_path) == []
         assert _lock_names(locks) == ["0.output.lock"]
     finally:
