@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from contrastlab.cost import gpu_check
+from contrastlab.cost.measured import read_job_costs, read_json
 from contrastlab.paths import REPO_ROOT
 
 SCHEDULE_FIRST = 15  # a long module: tests/conftest.py starts the highest numbers first
@@ -108,6 +109,15 @@ def test_the_preset_at_toy_size_killed_after_its_cells_then_run_to_the_end(
     assert set(partial["achieved_tflops"]["sentence"]) == {"fp32", "bf16", "fp16"}
     measured = {"train_startup", "evaluate_startup", "snapshot_per_gib", "dev_evaluation"}
     assert measured <= {k for k, v in partial["overheads_s"].items() if v > 0}
+    # an encoding's start-up: its wall less its own encoding seconds, not the full benchmark's FLOPs
+    outside = [
+        job.seconds - read_json(results / "metrics" / job.cell / name)["encoding"]["phases"]["encode_s"]
+        for job in read_job_costs(results, skipped=[])
+        for rule, name in (("encode", "senteval.json"), ("encode_vision", "vision.json"))
+        if job.rule == rule
+    ]
+    assert len(outside) == 2
+    assert partial["overheads_s"]["evaluate_startup"] == pytest.approx(sum(outside) / 2)
     plan = _plan_reads(results / "calibration.json", results / "gpu-check.config.yaml", tmp_path / "plan-cut")
     assert "make gpu-check stopped before its checks, packing part" in plan
 

@@ -10,7 +10,7 @@ cell's precision (fp32 against the non-tensor-core peak).
 The overheads, each what :func:`contrastlab.cost.calibration.train_seconds` charges apart from FLOPs:
 ``train_startup`` (a training job's wall time less its steps at the steady rate, dev evaluations and
 snapshots; mean over the jobs not resumed), ``evaluate_startup`` (an encoding job's wall time less its
-FLOPs), ``snapshot_per_gib`` (snapshot time over count × GiB per snapshot) and ``dev_evaluation`` (the
+encoding), ``snapshot_per_gib`` (snapshot time over count × GiB per snapshot) and ``dev_evaluation`` (the
 mean time of the dev evaluations that were not their process's first, less what the plan prices of them:
 :func:`dev_work_seconds`; not scaled to STS-B dev's size, whose FLOPs and calls are priced apart).
 """
