@@ -147,7 +147,7 @@ def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
             dev_work_s=R.dev_work_seconds(work, shipped, 32),
         )
         rows.append(row | ({"steps_per_s": None} if precision == "fp32" else {}))
-    overheads = R.measured_overheads(rows, [{"wall_s": w, "flop_s": 0.0} for w in H200_2026_11_28_ENCODINGS])
+    overheads = R.measured_overheads(rows, [{"wall_s": w, "work_s": 0.0} for w in H200_2026_11_28_ENCODINGS])
     measured = [
         cl_calibration.Measurement("sentence", r["precision"], r["step_flops"], r["steps_per_s"])
         for r in rows
@@ -188,8 +188,8 @@ def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_withi
 
 def test_the_calibration_an_h200_wrote_moves_no_training_rule_of_config_yaml():
     """make gpu-check, then make plan, on the file an H200 wrote on 2026-11-28 with full-length rows
-    (docs/gpu-runs/h200-2026-11-28-gpu-check): 171.4 GPU-h against the shipped 179.0, no training rule
-    moved by more than 25%. Only the encodings move: their start-up was measured warm, at 0 s."""
+    (docs/gpu-runs/h200-2026-11-28-gpu-check): 171.4 GPU-h against the shipped 179.0, no training rule moved
+    by more than 25%; the encodings move (their start-up there is 0 s: warm, and written before 8a82cdc)."""
     run = REPO_ROOT / "docs" / "gpu-runs" / "h200-2026-11-28-gpu-check" / "run2_calibration.json"
     calibration, grid = cl_calibration.load_calibration(run), config_grid()
     assert cl_plan.total_hours(cl_plan.make_plan(grid, calibration)) == pytest.approx(171.4, abs=0.05)
@@ -249,7 +249,7 @@ def test_the_calibration_replaces_the_assumed_start_up_and_snapshots_with_the_me
         R.cell_row(_job_summary(), 1e12, "b", "sentence", snapshots=2, snapshot_gib=1.5, wall_s=30.0),
         R.cell_row(_job_summary(resumed_from=[100]), 1e12, "c", "sentence", snapshots=1, snapshot_gib=1.5),
     ]
-    evaluations = [{"wall_s": 30.0, "flop_s": 0.5}, {"wall_s": 20.5, "flop_s": 0.0}]
+    evaluations = [{"wall_s": 30.0, "work_s": 0.5}, {"wall_s": 20.5, "work_s": 0.0}]
     overheads = R.measured_overheads(rows, evaluations)
     assert overheads["train_startup"] == pytest.approx((37.7 + 22.8) / 2)  # 30.25; the resumed c left out
     assert overheads["evaluate_startup"] == pytest.approx((29.5 + 20.5) / 2)  # 25.0

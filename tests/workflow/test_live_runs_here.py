@@ -226,7 +226,7 @@ def test_unclaimed_locks_stay_while_a_snakemake_without_a_record_runs_in_the_che
     _lock(locks, "0.output.lock", "results/x/m")
     starting = subprocess.Popen(["snakemake", "60"], executable=shutil.which("sleep"), cwd=tmp_path)
     try:
-        # until it has exec'd, the child is a fork of this Python in this folder: no run to see yet
+        # asked only once the scan sees the stand-in: on one CI run it did not yet (cause not found here)
         for _ in range(1000):
             if starting.pid in recovery._snakemake_processes(tmp_path):
                 break

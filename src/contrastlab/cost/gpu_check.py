@@ -312,7 +312,7 @@ def _measured(
 ):
     """From the summaries and benchmark files in ``results``: the cells' rows (:func:`_cell_row`), the
     jobs' rows of the actual-against-plan table (priced with ``shipped``) and the encoding jobs' wall
-    and FLOP seconds."""
+    and encoding seconds."""
     costs = read_job_costs(results, skipped=[])
     walls = {(j.rule, j.cell): j.seconds for j in costs}
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
@@ -338,13 +338,13 @@ def _measured(
             # The job's own encoding seconds where its metrics keep them: the preset encodes a fixture of
             # a few hundred sentences, and the full benchmark's FLOPs that the plan prices took longer than
             # the whole job on the H200 (a start-up below 0, written as 0 s).
-            flop_s = (row.get("phases") or {}).get("encode_s")
-            if flop_s is None:
+            work_s = (row.get("phases") or {}).get("encode_s")
+            if work_s is None:
                 work = works[j.cell]
-                flop_s = shipped.seconds(
+                work_s = shipped.seconds(
                     work.eval_flops, work.rate_class, cl_calibration.EVALUATION_PRECISION
                 )
-            evaluations.append({"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "flop_s": flop_s})
+            evaluations.append({"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "work_s": work_s})
     return rows, jobs, evaluations
 
 

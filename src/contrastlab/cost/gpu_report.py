@@ -181,14 +181,14 @@ def measured_overheads(
     rows: Iterable[Mapping[str, Any]],
     evaluations: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, float]:
-    """The ``overheads_s`` the rows (:func:`cell_row`) and the encoding jobs (``evaluations``: ``wall_s``
-    and ``flop_s``) measure (module docstring); a figure without a measurement is left out."""
+    """The ``overheads_s`` the rows (:func:`cell_row`) and the encoding jobs (``evaluations``: ``wall_s`` and
+    ``work_s``, its encoding's) measure (module docstring); a figure without a measurement is left out."""
     rows = list(rows)
     out: dict[str, float] = {}
     startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
     if startup is not None:
         out["train_startup"] = max(0.0, startup)
-    encoding = _mean([e["wall_s"] - e.get("flop_s", 0.0) for e in evaluations if e.get("wall_s") is not None])
+    encoding = _mean([e["wall_s"] - e.get("work_s", 0.0) for e in evaluations if e.get("wall_s") is not None])
     if encoding is not None:
         out["evaluate_startup"] = max(0.0, encoding)
     written = [
