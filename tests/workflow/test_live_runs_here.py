@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from contrastlab.workflow import recovery
 from contrastlab.workflow.recovery import record_running_workflow, recover_killed_run, runs_folder
 from tests.workflow.test_recovery import _lock
+from tests.workflow.test_warm import _wait_for
 
 #: One run: it reads a step per line ("record", "forget", "unlock") and answers "done"; it exits (its
 #: atexit hooks run) when its input closes. Its working directory is the workflow's: the Snakefile passes
@@ -227,10 +227,7 @@ def test_unclaimed_locks_stay_while_a_snakemake_without_a_record_runs_in_the_che
     starting = subprocess.Popen(["snakemake", "60"], executable=shutil.which("sleep"), cwd=tmp_path)
     try:
         # asked only once the scan sees the stand-in: on one CI run it did not yet (cause not found here)
-        for _ in range(1000):
-            if starting.pid in recovery._snakemake_processes(tmp_path):
-                break
-            time.sleep(0.01)
+        _wait_for(lambda: starting.pid in recovery._snakemake_processes(tmp_path), timeout=10)
         assert recover_killed_run(str(tmp_path / "results" / "a"), tmp_path) == []
         assert _lock_names(locks) == ["0.output.lock"]
     finally:
