@@ -274,6 +274,15 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
     write_text(path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
+def read_json_object(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The JSON object in the file at ``path``; None where it is missing, unreadable or not an object."""
+    try:
+        found = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 class UnreadableMetricsError(ValueError):
     """A metrics file that cannot be parsed, or holds a score that is not a number: the message names
     the file, the key and the fix."""

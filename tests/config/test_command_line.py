@@ -21,16 +21,9 @@ from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
 from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem, profile_files
 from contrastlab.paths import REPO_ROOT
+from tests.config.test_refused_at_validation import DEMO, _config
 from tests.e2e.test_dryrun import folders
-from tests.e2e.workflow_start import snakemake_config
 from tests.make_command import MAKE, make_command, make_env
-
-DEMO = REPO_ROOT / "config" / "demo.yaml"
-
-
-def _config(*overrides: str) -> dict:
-    return snakemake_config(DEMO, *overrides)
-
 
 REFUSED = [
     ("results_dir=results/s$(touch PWN)", "results_dir", "'$'"),

@@ -49,22 +49,16 @@ class DataConfig(Mapping[str, Any]):
         ``resources_dir``; ``downloads`` is where archives are fetched to, ``cache`` where tokenised
         corpora are kept, ``images`` the image folder, ``lock`` the artifacts lock."""
         data, resources = self._section, self._config["resources_dir"]
-        if data["senteval_dir"]:
-            senteval_dir = data["senteval_dir"]
-        else:
-            senteval_dir = (
-                f"{resources}/data/senteval-fixture" if data["fixture"] else f"{resources}/data/senteval"
-            )
-        if data["wiki_path"]:
-            corpus = data["wiki_path"]
-        else:
-            # The generated corpus's file names its size: presets share resources/, and one preset's
-            # corpus must never overwrite another's under a data marker that still names the old size.
-            corpus = (
-                f"{resources}/data/demo_corpus-{data['fixture_corpus_sentences']}.txt"
-                if data["fixture"]
-                else f"{resources}/data/wiki1m_for_simcse.txt"
-            )
+        senteval_dir = data["senteval_dir"] or (
+            f"{resources}/data/senteval-fixture" if data["fixture"] else f"{resources}/data/senteval"
+        )
+        # The generated corpus's file names its size: presets share resources/, and one preset's corpus
+        # must never overwrite another's under a data marker that still names the old size.
+        corpus = data["wiki_path"] or (
+            f"{resources}/data/demo_corpus-{data['fixture_corpus_sentences']}.txt"
+            if data["fixture"]
+            else f"{resources}/data/wiki1m_for_simcse.txt"
+        )
         return {
             "senteval_dir": str(senteval_dir),
             "corpus": str(corpus),

@@ -103,10 +103,7 @@ def sweep_points(experiment: Mapping[str, Any]) -> dict[str, tuple[str, float]]:
 def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
     if method in exp["methods"]:
         return method, {}
-    try:
-        base, overrides = _expansion(exp)[method]
-    except KeyError:
-        raise KeyError(method) from None
+    base, overrides = _expansion(exp)[method]  # KeyError(method): neither a method nor a sweep point
     return base, dict(overrides)
 
 

@@ -230,9 +230,7 @@ def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     problem = configfile_problem(argv) or config_entry_problem(argv) or profile_group_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):
-        for name in [
-            name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")
-        ]:
+        for name in [name for name in sys.modules if name.split(".")[0] == "contrastlab"]:
             del sys.modules[name]
     if problem is not None:
         print(f"contrastlab: {problem}", file=sys.stderr)

@@ -17,7 +17,6 @@ not looked for: reading every checkpoint at every start would cost minutes on a 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shutil
 from collections.abc import Iterable
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.artifacts import recorded_sha256, sha256_file
-from contrastlab.paths import write_json
+from contrastlab.paths import read_json_object, write_json
 from contrastlab.workflow.failures import snakemake_dict
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
@@ -88,14 +87,6 @@ def record_job(snakemake: Any) -> list[Path]:
     return record_finished(results_dir, outputs)
 
 
-def _read_record(record: Path) -> dict[str, Any] | None:
-    try:
-        found = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) and isinstance(found.get("files"), dict) else None
-
-
 def _mismatch(path: Path, want: dict[str, Any]) -> tuple[str | None, bool]:
     """``(why path no longer matches want, whether only its modification time moved)``."""
     try:
@@ -115,8 +106,8 @@ def changed(results_dir: str | os.PathLike, output: str | os.PathLike) -> str | 
     (readable) record, or it does not exist (Snakemake makes a missing output by itself). A match whose
     modification time moved (a copied results folder) updates the record, so the next check is cheap."""
     record = record_path(results_dir, output)
-    found = _read_record(record) if record is not None and Path(output).exists() else None
-    if found is None:
+    found = read_json_object(record) if record is not None and Path(output).exists() else None
+    if found is None or not isinstance(found.get("files"), dict):
         return None
     moved_any = False
     for relative, want in found["files"].items():
@@ -148,9 +139,7 @@ def set_aside(results_dir: str | os.PathLike, output: str | os.PathLike) -> Path
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(output, target)
-    record = record_path(results_dir, output)
-    if record is not None:
-        record.unlink(missing_ok=True)
+    record_path(results_dir, output).unlink(missing_ok=True)  # a path: output lies under results_dir
     return target
 
 
@@ -213,11 +202,8 @@ _STATE_INFO = "state.json"
 
 
 def _finished_state(state_dir: Path) -> bool:
-    try:
-        info = json.loads((state_dir / _STATE_INFO).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(info, dict) and info.get("finished") is True
+    info = read_json_object(state_dir / _STATE_INFO)
+    return info is not None and info.get("finished") is True
 
 
 def _marker(incomplete: Path, key: str) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 from contrastlab.config import Options
 from contrastlab.config.data import DataConfig
 from contrastlab.data.acquire import data_marker_path
-from contrastlab.paths import Resources, Results, write_json
+from contrastlab.paths import Resources, Results, read_json_object, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
 from contrastlab.training.phases import close_summary, note_job_start
@@ -237,7 +237,7 @@ def logged_to(
     """
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     if failure_record is not None:
-        previous = _read_record(failure_record)
+        previous = read_json_object(failure_record) or {}
         if (
             run is not None
             and previous.get("run") == run
@@ -284,14 +284,6 @@ def _fail(error, label, log_path, log, stderr, failure_record, run) -> None:
         with contextlib.suppress(OSError):
             write_json(failure_record, {**record, "retry_can_help": retry_can_help})
     raise SystemExit(1) from None
-
-
-def _read_record(path: str | os.PathLike) -> dict[str, Any]:
-    try:
-        found = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def evaluated_model(snakemake: Any) -> tuple[str, dict[str, Any] | None]:

@@ -50,17 +50,15 @@ def restore_previous(results_dir: str | os.PathLike, outputs: Sequence[str | os.
     kept = kept_dir(results_dir)
     if not kept.is_dir() or any(Path(p).exists() for p in outputs):
         return None
-    root = Path(results_dir)
-    back = 0
-    for path in sorted(p for p in kept.rglob("*") if p.is_file()):
-        target = root / path.relative_to(kept)
+    files = sorted(p for p in kept.rglob("*") if p.is_file())
+    for path in files:
+        target = Path(results_dir, path.relative_to(kept))
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
-        back += 1
     shutil.rmtree(kept, ignore_errors=True)
     return (
-        f"contrastlab note: the tables and report were not re-rendered; the previous {back} files are back "
-        "in place"
+        f"contrastlab note: the tables and report were not re-rendered; the previous {len(files)} files are "
+        "back in place"
     )
 
 
