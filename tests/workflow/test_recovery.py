@@ -32,9 +32,10 @@ def _lock(lock_dir: Path, name: str, *paths: str) -> Path:
 
 
 def _record(results: Path, name: str, **fields) -> Path:
+    """A run record on ``results``: of this machine (:func:`this_machine`) but where ``fields`` say."""
     path = runs_folder(results) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(fields))
+    path.write_text(json.dumps({**this_machine(), **fields}))
     return path
 
 
@@ -62,7 +63,7 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     assert recover_killed_run(str(results), tmp_path) == []  # alive, here: left alone
     assert path.is_file() and own.is_file()
 
-    other = _record(results, "another-run", **this_machine(), pid=os.getpid(), start_time="1", locks=[])
+    other = _record(results, "another-run", pid=os.getpid(), start_time="1", locks=[])
     forget_running_workflow(results, [own], tmp_path)
     assert not path.exists() and other.is_file() and not own.exists()  # only its own record goes
     assert not entry.exists()
@@ -83,17 +84,10 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
         unclaimed = _lock(locks, "2.output.lock", f"{tmp_path}/results-other/metrics/c.json")  # no record
         digests = {p: recovery._digest(p) for p in (a_in, a_out, b_out)}
         run_a = _record(
-            results,
-            "a",
-            **this_machine(),
-            pid=live.pid,
-            start_time=live_start,
-            locks=[digests[a_in], digests[a_out]],
+            results, "a", pid=live.pid, start_time=live_start, locks=[digests[a_in], digests[a_out]]
         )
         dead = _ended_pid()
-        run_b = _record(
-            results, "b", **this_machine(), pid=dead, start_time=live_start, locks=[digests[b_out]]
-        )
+        run_b = _record(results, "b", pid=dead, start_time=live_start, locks=[digests[b_out]])
 
         notes = recover_killed_run(str(results), tmp_path)
 
@@ -124,10 +118,9 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
 def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path, where, observed):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
     held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
-    machine = {**this_machine(), **where}
     # Its pid does not run here: the very case where a pid-only check called a live remote run killed.
     path = _record(
-        results, "remote", **machine, pid=_ended_pid(), start_time="7", locks=[recovery._digest(held)]
+        results, "remote", **where, pid=_ended_pid(), start_time="7", locks=[recovery._digest(held)]
     )
 
     notes = recover_killed_run(str(results), tmp_path)
@@ -147,7 +140,7 @@ def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path,
 def test_a_record_of_this_host_from_before_a_reboot_is_cleared_in_one_line(tmp_path, observed):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
     held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
-    machine = {**this_machine(), "boot_id": "a-boot-before-the-restart"}
+    machine = {"boot_id": "a-boot-before-the-restart"}
     # its pid lives now (this process), as a pid of the earlier boot may: the boot id decides, not the pid
     start = recovery._start_time(os.getpid())
     path = _record(
@@ -218,11 +211,7 @@ def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
     locks = tmp_path / "locks"
     _lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
     live = _record(
-        tmp_path / "results",
-        "live",
-        **this_machine(),
-        pid=os.getpid(),
-        start_time=recovery._start_time(os.getpid()),
+        tmp_path / "results", "live", pid=os.getpid(), start_time=recovery._start_time(os.getpid())
     )
     gone = tmp_path / "results" / "state" / "runs" / "gone.json"  # its run ended: record removed
     recovery._restore_locks(

@@ -16,11 +16,11 @@ from typing import Any
 from contrastlab.config import Options
 from contrastlab.config.data import DataConfig
 from contrastlab.data.acquire import data_marker_path
-from contrastlab.paths import Resources, Results, read_json_object, write_json
+from contrastlab.paths import CELL_FIELDS, Resources, Results, read_json_object, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
 from contrastlab.training.phases import close_summary, note_job_start
-from contrastlab.workflow.failures import cell_label, disk_full, failure_line, snakemake_dict
+from contrastlab.workflow.failures import NOT_RETRIED, cell_label, disk_full, failure_line, snakemake_dict
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.job_start import start_line, start_record
@@ -42,7 +42,7 @@ def failure_record(snakemake: Any) -> Path | None:
     (``None`` for jobs of no cell: data, backbones, Pretrained rows). Derived from the wildcards rather
     than passed as a param, since a new param would rerun every finished cell."""
     wildcards = snakemake_dict(snakemake, "wildcards")
-    if not {"experiment", "backbone", "method", "seed"} <= set(wildcards):
+    if not set(CELL_FIELDS) <= set(wildcards):
         return None
     results = Results((getattr(snakemake, "config", None) or {}).get("results_dir", "results"))
     return Path(results.metrics(wildcards), FAILURE_RECORD)
@@ -247,7 +247,7 @@ def logged_to(
             # Snakemake removed the failed attempt's log before this retry: put its traceback back.
             with open(log_path, "a") as log:
                 log.write(previous.get("traceback", ""))
-                print(f"contrastlab: not retried (a retry fails the same way): {previous['error']}", file=log)
+                print(f"{NOT_RETRIED}{previous['error']}", file=log)
             print(previous["error"], file=sys.stderr, flush=True)
             raise SystemExit(1)
         Path(failure_record).unlink(missing_ok=True)

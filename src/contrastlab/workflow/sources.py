@@ -104,7 +104,7 @@ def _recorded_output(record: Path, folder: Path) -> str | None:
         return urlsafe_b64decode(
             "".join(p.removeprefix("@") for p in record.relative_to(folder).parts)
         ).decode()
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # binascii.Error, UnicodeDecodeError
         return None
 
 
@@ -135,7 +135,7 @@ def migrate_recorded_sources(
             if not record.is_file():
                 continue
             data = json.loads(record.read_text())
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (OSError, ValueError):
             continue
         inputs = data.get("input") if isinstance(data, dict) else None
         if not isinstance(inputs, list) or not all(isinstance(p, str) for p in inputs):
