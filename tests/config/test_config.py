@@ -36,7 +36,7 @@ def test_every_optional_key_has_a_default():
     schema = cl_config.load_schema()
     # Keys without a default: required ones; a backbone's mutually exclusive sources; a vision
     # experiment's dataset; method-level overrides (absent: inherit); an experiment template's protocols;
-    # a search's keys (contrastlab.config.search_spec fills them); MTEB's further tasks (absent: the seven
+    # a search's keys (config.searches.search_spec fills them); MTEB's further tasks (absent: the seven
     # STS tasks). The rest are opt-in settings whose absence means the trainer's own default (or off, or
     # drawn), so the params of earlier configs' cells stay as they were and nothing reruns.
     no_default = set(

@@ -37,7 +37,6 @@ from contrastlab.config.grid import (
     MethodOn,
     Options,
     apply_overrides,
-    config_digest,
     expanded_methods,
     override_precision,
     setting_value,
@@ -53,17 +52,15 @@ from contrastlab.config.schema import (
     key_path,
     load_schema,
 )
-from contrastlab.config.searches import RELATIVE_OPS, STAGE_KEYS, search_spec
-from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
+from contrastlab.config.searches import RELATIVE_OPS
+from contrastlab.config.templates import expand_templates
 from contrastlab.papers import paper_of  # a name's paper, by the config's naming (re-exported)
 from contrastlab.paths import read_yaml
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
     "RELATIVE_OPS",
-    "STAGE_KEYS",
     "SWEEP_LABELS",
-    "TEMPLATE_KEYS",
     "Cell",
     "Experiment",
     "Grid",
@@ -72,16 +69,12 @@ __all__ = [
     "ConfigError",
     "apply_overrides",
     "check_command_paths",
-    "config_digest",
-    "coerce_scalars",
     "deep_merge",
-    "expand_templates",
     "expanded_methods",
     "load",
     "load_schema",
     "override_precision",
     "paper_of",
-    "search_spec",
     "settings_digest",
     "sweep_points",
     "setting_value",

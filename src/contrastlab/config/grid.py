@@ -186,12 +186,6 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
     return settings
 
 
-def config_digest(config: Mapping[str, Any]) -> str:
-    """The SHA-256 of a validated config as sorted JSON (:attr:`Grid.digest`): a job's script, which holds
-    the config but no grid, names the same config by it."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode()).hexdigest()
-
-
 def settings_digest(settings: Mapping[str, Any]) -> str:
     """Short stable hash of a settings dict (for logs and rerun triggers)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
@@ -453,7 +447,7 @@ class Grid:
     def digest(self) -> str:
         """The SHA-256 of the grid's config as sorted JSON: equal configs (a job's process validates the
         same YAML again) give equal digests."""
-        return config_digest(self.config)
+        return hashlib.sha256(json.dumps(self.config, sort_keys=True, default=repr).encode()).hexdigest()
 
     @property
     def resolutions(self) -> int:
