@@ -251,7 +251,6 @@ def stage_selection(points: Sequence[SearchPoint], model_dirs: Sequence[str | Pa
         raise ValueError("search: a stage without points")
     rows = []
     for point, model_dir in zip(points, model_dirs, strict=True):
-        read = read_point(model_dir)
         rows.append(
             {
                 "name": point.name,
@@ -259,7 +258,7 @@ def stage_selection(points: Sequence[SearchPoint], model_dirs: Sequence[str | Pa
                 "grid": dict(point.grid),
                 "around": {k: list(v) for k, v in point.around.items()},
                 "shared_with": point.shared_with,
-                **read,
+                **read_point(model_dir),
             }
         )
     first = points[0]
