@@ -210,19 +210,23 @@ def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_p
     assert f"retrain the cell: delete {model} and run the workflow again" in line
 
 
+#: The changes of a finished state's ``state.json`` that keep the state: the file's text (None: no file).
+STATE_INFOS = {
+    "missing state.json": None,
+    "state.json unreadable": "{finished",
+    "state.json not an object": json.dumps([True]),
+    "finished: false": json.dumps({"finished": False, "step": 300}),
+    "finished: 'true'": json.dumps({"finished": "true"}),
+    "finished: 1": json.dumps({"finished": 1}),
+}
+
+
 def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, Path]:
     """A trained cell's state and weights folders under ``root``, all as the removal of finished states wants
     them, but for ``change``."""
     state, model = root / "state" / "train" / CELL, root / "checkpoints" / CELL / "model"
     state.mkdir(parents=True)
-    info = {
-        "missing state.json": None,
-        "state.json unreadable": "{finished",
-        "state.json not an object": json.dumps([True]),
-        "finished: false": json.dumps({"finished": False, "step": 300}),
-        "finished: 'true'": json.dumps({"finished": "true"}),
-        "finished: 1": json.dumps({"finished": 1}),
-    }.get(change, json.dumps({"finished": True, "step": 300}))
+    info = STATE_INFOS.get(change, json.dumps({"finished": True, "step": 300}))
     if info is not None:
         (state / "state.json").write_text(info)
     if change != "weights missing":
@@ -241,18 +245,7 @@ def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, 
 
 
 @pytest.mark.parametrize(
-    "change",
-    [
-        "missing state.json",
-        "state.json unreadable",
-        "state.json not an object",
-        "finished: false",
-        "finished: 'true'",
-        "finished: 1",
-        "weights missing",
-        "marked incomplete",
-        "another run on the folder",
-    ],
+    "change", [*STATE_INFOS, "weights missing", "marked incomplete", "another run on the folder"]
 )
 def test_each_condition_of_the_finished_state_removal_keeps_the_state(tmp_path, change):
     """Each condition of forget_finished_states decides by itself: only a finished snapshot whose weights
