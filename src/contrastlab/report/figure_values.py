@@ -193,9 +193,8 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
     csv = part["csv"]
     if "backbone" in frame.columns:
         names = frame["backbone"].astype(str)
-        frame = (
-            frame[names == result.backbone] if (names == result.backbone).any() else frame[names == stand_in]
-        )
+        own = names == result.backbone
+        frame = frame[own if own.any() else names == stand_in]
     key, _, bound = bound_of(part)
     meets = BOUNDS[key][1]
     selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]

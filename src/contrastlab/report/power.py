@@ -225,13 +225,9 @@ def _pools(
     for method in expanded_methods(experiment):
         for backbone in {b for b, _, _ in cells}:
             members.setdefault((backbone, stratum_of(backbone, method)), []).append(method)
-    keys: list[tuple[str, str, str]] = []
-    pool = []
-    for backbone, method, task in cells:
-        key = (backbone, task, stratum_of(backbone, method))
-        if key not in keys:
-            keys.append(key)
-        pool.append(keys.index(key))
+    cell_keys = [(backbone, task, stratum_of(backbone, method)) for backbone, method, task in cells]
+    keys = list(dict.fromkeys(cell_keys))
+    pool = [keys.index(key) for key in cell_keys]
     pool_cells = np.array([max(len(members.get((b, s), [])), 1) for b, _, s in keys])
     pool_sigma = sigma[[pool.index(q) for q in range(len(keys))]] if keys else np.zeros(0)
     return np.array(pool, dtype=int), pool_cells, pool_sigma
