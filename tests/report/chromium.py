@@ -92,7 +92,6 @@ _MEASURE = """<script>
     unresolved: links.filter(h => !h.startsWith('#') || !ids.has(decodeURIComponent(h.slice(1)))),
     heading_ids: headings.map(h => h.id),
     headings_without_id: headings.filter(h => !h.id).map(h => h.textContent),
-    ids: [...ids],
     viewport: viewport,
     inner_width: window.innerWidth,
     scroll_width: document.documentElement.scrollWidth,
@@ -100,7 +99,7 @@ _MEASURE = """<script>
     tables: tables.length,
     tables_outside_a_box: tables.filter(t => !t.parentElement.classList.contains('table-scroll')).length,
     tables_scrolling_in_their_box: tables.filter(t => t.scrollWidth > t.parentElement.clientWidth).length,
-    folded_rows: [...document.querySelectorAll('tr.folded')].map(r => r.textContent),
+    folded_rows: folded,
   };
   const out = document.createElement('pre');
   out.id = 'browser-measure';

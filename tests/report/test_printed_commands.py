@@ -61,14 +61,8 @@ def run_pasted(script: str, tmp_path, config: str) -> list[list[str]]:
     subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, check=True, capture_output=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".venv", "argv.log"]  # no PWNED, nothing else
     words = log.read_bytes().decode().split("\0")[:-1]
-    commands, current = [], []
-    for word in words:
-        if word == "END":
-            commands.append(current)
-            current = []
-        else:
-            current.append(word)
-    return commands
+    ends = [i for i, word in enumerate(words) if word == "END"]
+    return [words[start + 1 : end] for start, end in zip([-1, *ends], ends, strict=False)]
 
 
 def overrides(argv: list[str]) -> tuple[list[str], dict]:

@@ -42,15 +42,28 @@ def reproduced_share(s, n, replicates=20_000, seed=1):
     return float((codes == 0).mean()), float((codes == 1).mean())
 
 
-@pytest.mark.parametrize("n, gap, margin", [(3, 1.0, 0.0), (5, 0.8, 0.3), (2, 2.5, 0.0)])
-def test_a_paired_part_reproduces_with_the_noncentral_t_probability(n, gap, margin):
-    """Paired "a beats b" by a margin: D_s = x_a,s − x_b,s has std σ√2, T = (D̄ − m) / (s_D / √n) is
-    noncentral t with ν = n − 1 and δ = (gap − m) / (σ√2 / √n); reproduced when T > t_{ν, 0.975},
-    not reproduced (Holm with one part: p < α) when T < −t_{ν, 0.975}."""
+@pytest.mark.parametrize(
+    "n, gap, margin, pool",
+    [
+        (3, 1.0, 0.0, 2),
+        (5, 0.8, 0.3, 2),
+        (2, 2.5, 0.0, 2),
+        (3, 0.9, 0.0, 2),
+        (3, 0.9, 0.0, 6),
+        (2, 0.9, 0.0, 12),
+    ],
+)
+def test_a_paired_part_reproduces_with_the_noncentral_t_probability(n, gap, margin, pool):
+    """Paired "a beats b" by a margin m within a stratum of ``pool`` trained cells, two of them the claim's:
+    s_g² is the seed-blocked residual of all of them, ν = (C − 1)(n − 1) (the pair alone: D_s = x_a,s −
+    x_b,s, std σ√2, ν = n − 1), se = s_g sqrt(2 / n), so T = (D̄ − m) / se is noncentral t with that ν and
+    δ = (gap − m) / (σ sqrt(2 / n)) (the other cells drawn through their residual and seed profile only);
+    reproduced when T > t_{ν, 0.975}, not reproduced (Holm with one part: p < α) when T < −t_{ν, 0.975}."""
     sigma = 0.5
-    s = one_part([70.0 + gap, 70.0], sigma, shift=margin)
+    s = one_part([70.0 + gap, 70.0], sigma, shift=margin, pool_cells=pool)
+    assert list(s.mode) == [simulation.BLOCKED]
     got_r, got_nr = reproduced_share(s, n)
-    df, delta = n - 1, (gap - margin) / (sigma * math.sqrt(2) / math.sqrt(n))
+    df, delta = (pool - 1) * (n - 1), (gap - margin) / (sigma * math.sqrt(2 / n))
     t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
     assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)  # 4 MC standard errors
     assert got_nr == pytest.approx(scipy.stats.nct.cdf(-t, df, delta), abs=0.01)
@@ -66,22 +79,6 @@ def test_an_unpaired_part_takes_its_pools_degrees_of_freedom(n, pool):
     df, delta = pool * (n - 1), gap / (sigma / math.sqrt(n))
     t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
     assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)
-
-
-@pytest.mark.parametrize("n, pool", [(3, 2), (3, 6), (2, 12)])
-def test_a_blocked_part_takes_its_strata_degrees_of_freedom(n, pool):
-    """Paired within a stratum of ``pool`` trained cells, two of them the claim's: s_g² is the
-    seed-blocked residual of all of them, ν = (C − 1)(n − 1), se = s_g sqrt(2 / n), so T is noncentral t
-    with that ν and δ = gap / (σ sqrt(2 / n)) (the other cells drawn through their residual and seed
-    profile only)."""
-    sigma, gap = 0.5, 0.9
-    s = one_part([70.0 + gap, 70.0], sigma, pool_cells=pool)
-    assert list(s.mode) == [simulation.BLOCKED]
-    got_r, got_nr = reproduced_share(s, n)
-    df, delta = (pool - 1) * (n - 1), gap / (sigma * math.sqrt(2 / n))
-    t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
-    assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)
-    assert got_nr == pytest.approx(scipy.stats.nct.cdf(-t, df, delta), abs=0.01)
 
 
 def test_a_part_on_its_own_contrasts_and_a_cross_protocol_part():

@@ -96,23 +96,10 @@ def test_the_configured_one_seed_sweeps_decide_the_figure_claims():
     assert [p.status for p in monotone.parts] == [REPRODUCED, NOT_REPRODUCED]
     assert monotone.verdict == NOT_REPRODUCED
     # OAR's collapse on a log scale over 1e-3 ... 1: −10 points per decade
-    oar = FULL["experiments"]["oar_cifar10"]
-    config = {"seeds": [42], "experiments": {"oar_cifar10": oar}}
-    lrs = oar["sweep"]["lr"]
-    frame = pd.concat(
-        [
-            sweep(
-                {lr: [40 - 10 * max(0.0, math.log10(lr) + 3) + 0.1 * (i % 2)] for i, lr in enumerate(lrs)},
-                "oar_cifar10",
-                oar,
-                m,
-                "ffn10_top1",
-            ).assign(backbone="resnet18-oar")
-            for m in ("infonce", "dcl", "bt", "vicreg")
-        ],
-        ignore_index=True,
-    )
-    collapse = evaluate_claim(claim("oar-original-collapses"), frame, Grid(config))
+    lrs = FULL["experiments"]["oar_cifar10"]["sweep"]["lr"]
+    curve = [40 - 10 * max(0.0, math.log10(lr) + 3) + 0.1 * (i % 2) for i, lr in enumerate(lrs)]
+    losses = dict.fromkeys(("infonce", "dcl", "bt", "vicreg"), curve)
+    collapse = evaluate_claim(claim("oar-original-collapses"), *oar_sweeps(losses))
     assert [len(p.terms) for p in collapse.parts] == [4] * 4 and collapse.verdict == REPRODUCED
     assert all(p.diff == pytest.approx(-10.0, abs=0.2) for p in collapse.parts)
 

@@ -36,10 +36,9 @@ from contrastlab.tables.verdicts import MARKERS
 
 
 def verdict_tally(results) -> dict[str, int]:
-    """How many claims of ``results`` have each verdict, in a fixed order (reproduced, not reproduced,
-    paper unsupported, undecided, not run), zeros included (:attr:`ClaimResult.kind`)."""
-    kinds = (REPRODUCED, NOT_REPRODUCED, PAPER_UNSUPPORTED, UNDECIDED, NOT_RUN)
-    return {kind: sum(r.kind == kind for r in results) for kind in kinds}
+    """How many claims of ``results`` have each verdict, in :data:`TALLY_COLUMNS`' order (reproduced, not
+    reproduced, paper unsupported, undecided, not run), zeros included (:attr:`ClaimResult.kind`)."""
+    return {kind: sum(r.kind == kind for r in results) for kind in TALLY_COLUMNS}
 
 
 def heading(paper: str) -> str:
@@ -145,7 +144,7 @@ def gain_of(table: Table, method: str) -> str:
     return f"{labels.get(method, method)} over {labels.get(base, base)}" if base else ""
 
 
-#: The answer's claim columns: each verdict (:func:`verdict_tally`'s order) by its column's header.
+#: The answer's claim columns: each verdict, in the tally's order, by its column's header.
 TALLY_COLUMNS = {
     REPRODUCED: "reproduced",
     NOT_REPRODUCED: "not",

@@ -156,10 +156,6 @@ class ClaimResult:
         return sum(not math.isnan(p.p_value) for p in self.parts)
 
     @property
-    def parts_contradicted(self) -> int:
-        return sum(p.status == NOT_REPRODUCED for p in self.parts)
-
-    @property
     def kind(self) -> str:
         """The verdict as the report counts it: :data:`PAPER_UNSUPPORTED` for a claim that reads "not
         reproduced" and whose sentence the paper's own tables do not support either, else the verdict."""
@@ -326,7 +322,8 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
             f": {cleared} of {len(result.parts)} parts clear it, the claim needs {result.claim['at_least']}"
         )
     elif result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
-        tail += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
+        contradicted = sum(p.status == NOT_REPRODUCED for p in result.parts)
+        tail += f": {contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
     if result.verdict == UNDECIDED and result.claim.get("relation") == "figure_values":
         # a figure's numbers within their own noise (a simulation's batches, a study's seeds: its config)
         tail += ": within the noise of the figure's numbers (more batches or seeds would decide it)"

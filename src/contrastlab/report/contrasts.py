@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.config import expanded_methods
-from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, PartResult, decide, ours_backbone, tasks_of
-from contrastlab.stats import blocked_pooled_std, contrast_variance, one_sided_p, t_quantile
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, PartResult, ours_backbone, settle, tasks_of
+from contrastlab.stats import blocked_pooled_std, contrast_variance
 from contrastlab.tables.metrics import PRETRAINED
 
 __all__ = ["cell_of", "contrast", "contrast_parts", "own_groups", "pairing"]
@@ -239,10 +239,7 @@ def _decided(
         var, result.df = contrast_variance(noise.terms(result, ours, cells, mode), conservative=mode is None)
         se = math.sqrt(var)
         s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
-    if result.df:
-        result.half_width = t_quantile(result.df, level) * se
-        result.p_value = one_sided_p(delta, se, result.df)
-    result.status = decide(delta, result.half_width)
+    settle(result, delta, se, level)
     df_of = lambda k, d=result.df: max(d, k - 1)  # noqa: E731
     return result, delta, s_unit, factor, df_of
 

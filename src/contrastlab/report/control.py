@@ -39,10 +39,8 @@ def published_cells(experiment: str) -> pd.DataFrame:
     for name, spec in TABLES.items():
         if spec.experiment != experiment or spec.kind == "hparams":
             continue
-        meta, table = (
-            load_meta(name),
-            load_published(name)[["backbone", "method", "key", "value", "improvement"]],
-        )
+        meta = load_meta(name)
+        table = load_published(name)[["backbone", "method", "key", "value", "improvement"]]
         over = (meta.get("improvement") or {}).get("over") or {}
         for b, m, k, v, imp in table.itertuples(index=False):
             if pd.isna(v):

@@ -193,9 +193,8 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
     csv = part["csv"]
     if "backbone" in frame.columns:
         names = frame["backbone"].astype(str)
-        frame = (
-            frame[names == result.backbone] if (names == result.backbone).any() else frame[names == stand_in]
-        )
+        own = names == result.backbone
+        frame = frame[own if own.any() else names == stand_in]
     key, _, bound = bound_of(part)
     meets = BOUNDS[key][1]
     selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
@@ -284,22 +283,19 @@ def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         return NOT_RUN
-    if UNDECIDED in statuses and NOT_REPRODUCED not in statuses and combine == "all":
-        return UNDECIDED  # a part the Monte-Carlo error could flip (its error column)
     if combine == "any":
         per_backbone: dict[str, list[str]] = {}
         for p in parts:
             if p.status != NOT_RUN:
                 per_backbone.setdefault(p.backbone, []).append(p.status)
         # a backbone holds with one reproduced part, fails when every run part fails, else is undecided
-        held = [
+        statuses = [
             REPRODUCED if REPRODUCED in s else (NOT_REPRODUCED if set(s) == {NOT_REPRODUCED} else UNDECIDED)
             for s in per_backbone.values()
         ]
-        if NOT_REPRODUCED in held:
-            return NOT_REPRODUCED
-        return UNDECIDED if UNDECIDED in held else REPRODUCED
-    return NOT_REPRODUCED if NOT_REPRODUCED in statuses else REPRODUCED
+    if NOT_REPRODUCED in statuses:
+        return NOT_REPRODUCED
+    return UNDECIDED if UNDECIDED in statuses else REPRODUCED
 
 
 def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:

@@ -296,11 +296,8 @@ class Page:
             return "".join(self.cell(piece) for piece in content)
         if isinstance(content, Link):
             href = f"#{content.anchor}" if content.anchor in self.on_page else content.href
-            return (
-                f'<a href="{html.escape(href)}">{_escape(content.text)}</a>'
-                if href
-                else _escape(content.text)
-            )
+            text = _escape(content.text)
+            return f'<a href="{html.escape(href)}">{text}</a>' if href else text
         if isinstance(content, Cell) and content.marker:
             before, marker, after = content.text.rpartition(content.marker)
             return (

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from contrastlab.stats import one_sided_p, t_quantile
+
 REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
 #: A claim that reads "not reproduced" where the paper's own tables do not support its sentence either
 #: (its ``paper_tables``): counted and coloured apart, since a perfect reproduction reads the same.
@@ -53,3 +55,12 @@ def decide(delta: float, width: float) -> str:
     if delta < -width:
         return NOT_REPRODUCED
     return REPRODUCED if delta > width else UNDECIDED
+
+
+def settle(result: PartResult, delta: float, se: float, level: float) -> None:
+    """Decide a tested part on Δ: with ν = ``result.df`` > 0 its half-width t_ν · se and one-sided
+    p-value, then its verdict (:func:`decide`; undecided without ν)."""
+    if result.df:
+        result.half_width = t_quantile(result.df, level) * se
+        result.p_value = one_sided_p(delta, se, result.df)
+    result.status = decide(delta, result.half_width)

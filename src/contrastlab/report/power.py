@@ -171,8 +171,7 @@ class _PartRows:
         """The coefficients as a (parts, cells) matrix."""
         coef = np.zeros((len(self.coefs), len(self.cells)))
         for j, row in enumerate(self.coefs):
-            for i, c in row.items():
-                coef[j, i] = c
+            coef[j, list(row)] = list(row.values())
         return coef
 
 
@@ -226,13 +225,9 @@ def _pools(
     for method in expanded_methods(experiment):
         for backbone in {b for b, _, _ in cells}:
             members.setdefault((backbone, stratum_of(backbone, method)), []).append(method)
-    keys: list[tuple[str, str, str]] = []
-    pool = []
-    for backbone, method, task in cells:
-        key = (backbone, task, stratum_of(backbone, method))
-        if key not in keys:
-            keys.append(key)
-        pool.append(keys.index(key))
+    cell_keys = [(backbone, task, stratum_of(backbone, method)) for backbone, method, task in cells]
+    keys = list(dict.fromkeys(cell_keys))
+    pool = [keys.index(key) for key in cell_keys]
     pool_cells = np.array([max(len(members.get((b, s), [])), 1) for b, _, s in keys])
     pool_sigma = sigma[[pool.index(q) for q in range(len(keys))]] if keys else np.zeros(0)
     return np.array(pool, dtype=int), pool_cells, pool_sigma
@@ -362,11 +357,8 @@ def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATE
     and, when below :data:`TARGET`, the smallest n ≤ :data:`MAX_SEEDS` that reaches it."""
     power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
     power.probability = decided_probability(s, s.seeds, replicates)
-    if power.probability >= TARGET:
-        power.seeds_needed, power.probability_needed = s.seeds, power.probability
-        return power
-    for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
-        prob = decided_probability(s, n, replicates)
+    for n in [s.seeds, *range(max(2, s.seeds + 1), MAX_SEEDS + 1)]:
+        prob = power.probability if n == s.seeds else decided_probability(s, n, replicates)
         if prob >= TARGET:
             power.seeds_needed, power.probability_needed = n, prob
             break

@@ -87,13 +87,10 @@ def scores_frame(metrics: pd.DataFrame, grid: Grid, results_dir: str | os.PathLi
             evaluated = _evaluated(metrics_root, *key)
             cache[key] = (protocol, precision, stands.get(backbone, ""), commit, was_dirty, evaluated)
         rows.append(cache[key])
-    protocol, precision, stand_ins, trained, dirty, evaluated = zip(*rows, strict=True) if rows else [()] * 6
-    frame["protocol"], frame["precision"] = list(protocol), list(precision)
-    frame["stand_in"] = [bool(p) for p in stand_ins]
-    frame["stands_in_for"] = list(stand_ins)
-    frame["trained_commit"] = list(trained)
-    frame["trained_dirty"] = pd.array(list(dirty), dtype="boolean")
-    frame["evaluated_commit"] = list(evaluated)
+    added = ["protocol", "precision", "stands_in_for", "trained_commit", "trained_dirty", "evaluated_commit"]
+    frame[added] = pd.DataFrame(rows, columns=added, dtype=object).to_numpy()
+    frame["stand_in"] = frame["stands_in_for"] != ""
+    frame["trained_dirty"] = frame["trained_dirty"].astype("boolean")
     order = ["experiment", "backbone", "method", "seed", "task"]
     return frame[SCORE_COLUMNS].sort_values(order, na_position="first", kind="stable").reset_index(drop=True)
 

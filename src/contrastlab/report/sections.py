@@ -459,15 +459,13 @@ def claims_sections(
         for r in own:
             word, head, tail = verdict_parts(r)
             note = f" ({notes[r.claim['id']]})" if r.claim["id"] in notes else ""
-            verdict = Verdict(kind_of(word), word, head, tail + note)
-            see = links(r.claim)
             rows.append(
                 {
                     "claim": r.claim["claim"],
-                    "verdict": verdict,
+                    "verdict": Verdict(kind_of(word), word, head, tail + note),
                     "numbers": numbers_text(r),
                     "where": r.claim["where"],
-                    "see": see,
+                    "see": links(r.claim),
                 }
             )
         per_paper[paper] = [

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from contrastlab.config import expanded_methods
-from contrastlab.report.parts import NOT_RUN, PartResult, decide, ours_backbone, tasks_of
-from contrastlab.stats import fit_slope, one_sided_p, t_quantile
+from contrastlab.report.parts import NOT_RUN, PartResult, ours_backbone, settle, tasks_of
+from contrastlab.stats import fit_slope
 
 #: Directions of a trend part and the sign that turns its slope into Δ.
 DIRECTIONS = {"increasing": 1.0, "decreasing": -1.0}
@@ -169,11 +169,7 @@ def phased_parts(
             result.seeds = min(len(runs[n]) for n, _ in in_phase)
             delta = DIRECTIONS[part["direction"]] * slope
             s = math.sqrt(ss / df) if df else math.nan
-            if df:
-                se = s / math.sqrt(sxx)
-                result.half_width = t_quantile(df, level) * se
-                result.p_value = one_sided_p(delta, se, df)
-            result.status = decide(delta, result.half_width)
+            settle(result, delta, s / math.sqrt(sxx), level)
             df_of = lambda n, d=df, e=per_seed, r=result.seeds: max(d, d + (n - r) * e)  # noqa: E731
             pending.append((result, delta, s, 1 / sxx_points, df_of))
             parts.append(result)
@@ -251,10 +247,7 @@ def trend_parts(
             result.diff, result.df, result.rho = fit.slope, fit.df, fit.rho
             result.seeds = min(len(r) for r in runs.values())
             delta = DIRECTIONS[part["direction"]] * fit.slope
-            if fit.df:
-                result.half_width = t_quantile(fit.df, level) * fit.se
-                result.p_value = one_sided_p(delta, fit.se, fit.df)
-            result.status = decide(delta, result.half_width)
+            settle(result, delta, fit.se, level)
             n_points = len(points)
             df_of = lambda n, d=fit.df, p=n_points: max(d, n * p - 2)  # noqa: E731
             pending.append((result, delta, fit.s, 1 / fit.sxx_points, df_of))
