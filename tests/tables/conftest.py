@@ -23,7 +23,7 @@ def metrics_root(tmp_path: Path) -> Path:
 @pytest.fixture
 def margin_loss_config(monkeypatch) -> dict:
     """config.yaml with the README's user loss (examples/margin_infonce.py) beside Nie's losses, on
-    BERT-base: the comparison tables' preset (test_comparison.py, test_verdict_direction.py)."""
+    BERT-base: the comparison tables' preset (test_comparison.py)."""
     from contrastlab import config as cl_config
     from contrastlab.paths import REPO_ROOT
 
