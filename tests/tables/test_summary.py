@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
-from tables_synthetic import SEEDS, write_cell
+from tables_synthetic import SEEDS, make_config, write_cell, write_synthetic_metrics
 
 from contrastlab.config import Grid
 from contrastlab.tables import TABLES, tables_for_config
 from contrastlab.tables.summary import summary
 
 
-def test_summary_holds_the_headline_means_of_the_configured_cells_with_metrics(config, metrics_root):
+def test_summary_holds_the_headline_means_of_the_configured_cells_with_metrics(tmp_path):
+    config, metrics_root = make_config(), tmp_path / "results" / "metrics"
+    write_synthetic_metrics(metrics_root)
     result = summary(config, metrics_root)
     assert set(result) <= {TABLES[name].experiment for name in tables_for_config(Grid(config))}
     cells = sorted(metrics_root.glob("nie2023/*/*/seed42/senteval.json"))
