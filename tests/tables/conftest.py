@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from tables_synthetic import make_config, write_synthetic_metrics
-
-
-@pytest.fixture
-def config() -> dict:
-    return make_config()
-
-
-@pytest.fixture
-def metrics_root(tmp_path: Path) -> Path:
-    root = tmp_path / "results" / "metrics"
-    write_synthetic_metrics(root)
-    return root
 
 
 @pytest.fixture
 def margin_loss_config(monkeypatch) -> dict:
     """config.yaml with the README's user loss (examples/margin_infonce.py) beside Nie's losses, on
-    BERT-base: the comparison tables' preset (test_comparison.py, test_verdict_direction.py)."""
+    BERT-base: the comparison tables' preset (test_comparison.py)."""
     from contrastlab import config as cl_config
     from contrastlab.paths import REPO_ROOT
 

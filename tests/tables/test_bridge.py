@@ -29,7 +29,7 @@ def _write_bridge(results: Results, place: str) -> None:
     Path(folder, PROVENANCE_FILE).write_text(json.dumps({"data": "standin"}))
 
 
-def test_one_row_per_checkpoint_and_task_whose_parts_add_up(tmp_path):
+def test_one_row_per_checkpoint_and_task_whose_parts_add_up_also_in_the_report(tmp_path):
     results = Results(tmp_path)
     _write_bridge(results, "nie2023/tiny-bert/cl/seed42")
     paths = write_bridge_table(results, tmp_path / "tables")
@@ -50,11 +50,6 @@ def test_one_row_per_checkpoint_and_task_whose_parts_add_up(tmp_path):
         line.startswith("| nie2023/tiny-bert/cl/seed42 | STSBenchmark | standin | 80.00 |") for line in lines
     )
     assert write_bridge_table(Results(tmp_path / "none"), tmp_path / "none") == []  # no bridge.json: no table
-
-
-def test_the_report_shows_the_bridge_table(tmp_path):
-    results = Results(tmp_path)
-    _write_bridge(results, "nie2023/tiny-bert/cl/seed42")
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
     written = build_report(results, config)
     assert tmp_path / "tables" / "bridge.csv" in written

@@ -22,11 +22,6 @@ def full():
     return cl_config.load(REPO_ROOT / "config.yaml")
 
 
-@pytest.fixture(scope="module")
-def demo():
-    return cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-
-
 def test_docs_page_is_generated_from_the_config(full):
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
     assert page == render_page(Grid(full)), (
@@ -88,7 +83,8 @@ def test_image_half_declares_the_authors_code_and_our_choices(full):
     assert "where neither says (MACL's CIFAR study has no released script), the choice is ours" in page
 
 
-def test_presets_and_overrides_are_detected(demo, repo_root):
+def test_presets_and_overrides_are_detected(repo_root):
+    demo = cl_config.load(repo_root / "config" / "demo.yaml")
     settings = {d["setting"] for d in detected(Grid(demo), "nie2023")}
     assert settings == {"evaluation mode", "max_steps", "seeds", "backbones"}
     fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})

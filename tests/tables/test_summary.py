@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
-from tables_synthetic import SEEDS, write_cell
+from tables_synthetic import SEEDS, make_config, write_cell, write_synthetic_metrics
 
 from contrastlab.config import Grid
 from contrastlab.tables import TABLES, tables_for_config
 from contrastlab.tables.summary import summary
 
 
-def test_summary_holds_the_headline_means_of_the_table_experiments_cells(config, metrics_root):
+def test_summary_holds_the_headline_means_of_the_configured_cells_with_metrics(tmp_path):
+    config, metrics_root = make_config(), tmp_path / "results" / "metrics"
+    write_synthetic_metrics(metrics_root)
     result = summary(config, metrics_root)
     assert set(result) <= {TABLES[name].experiment for name in tables_for_config(Grid(config))}
     cells = sorted(metrics_root.glob("nie2023/*/*/seed42/senteval.json"))
@@ -23,9 +25,7 @@ def test_summary_holds_the_headline_means_of_the_table_experiments_cells(config,
         scores = result["nie2023"][backbone][method]
         assert scores["sts_avg"] == round(sum(values) / len(values), 2)
         assert set(scores) <= {"sts_avg", "tr_avg", "tr_devacc_avg"}
-
-
-def test_summary_leaves_out_a_method_the_config_no_longer_has_and_a_run_with_no_metrics(config, metrics_root):
+    # a method the config no longer has, and a run with no metrics: left out
     write_cell(metrics_root, "nie2023", "bert-base", "removed_loss")
     assert "removed_loss" not in summary(config, metrics_root)["nie2023"]["bert-base"]
     assert summary(config, metrics_root.parent / "nothing") == {}

@@ -214,19 +214,17 @@ def test_repository_configs_render(tmp_path):
     assert searched.set_index(["backbone", "task"]).published.equals(mpt)
 
 
-def test_collect_metrics_frame(tmp_path):
+def test_collect_metrics_frame_with_the_training_dev_score(tmp_path):
+    """One row per score; the metrics file's ``training`` block carries the kept checkpoint's STS-B dev
+    Spearman (Li Fig. 6's measure): a task of its own, absent where the block has none (the pretrained
+    rows, older files)."""
+    import json
+
     write_cell(tmp_path, "macl", "bert-base", "macl", seeds=[42], tasks=STS)
     frame = collect_metrics(tmp_path)
     assert list(frame.columns) == ["experiment", "backbone", "method", "seed", "task", "score"]
     assert set(frame.task) == set(STS) | {"sts_avg"}  # tr_avg is null: the transfer group did not run
     assert collect_metrics(tmp_path / "missing").empty
-
-
-def test_collect_metrics_reads_the_training_dev_score(tmp_path):
-    """The metrics file's ``training`` block carries the kept checkpoint's STS-B dev Spearman (Li Fig. 6's
-    measure): a task of its own, absent where the block has none (the pretrained rows, older files)."""
-    import json
-
     write_cell(tmp_path, "li2024_fig6_m", "bert-base", "baseline-m0.3", seeds=[42], tasks=STS)
     path = tmp_path / "li2024_fig6_m" / "bert-base" / "baseline-m0.3" / "seed42" / "senteval.json"
     data = json.loads(path.read_text())

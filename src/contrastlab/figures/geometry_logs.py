@@ -8,7 +8,7 @@
   ArcCon, MET and MAT; Fig. 9, the estimated μ_pos, μ_neg, σ_pos, σ_neg; from Fig. 6's r sweep, Fig. 8c,
   the mean anchor-positive cosine per r.
 - Nie et al. 2023: Fig. 3b, the distance gap d_ij per loss; Fig. 3c-e, train L_cl, ℓ_align and
-  ℓ_uniform of MPT per margin; Fig. 3a's x axis, the gap each margin ends at (:func:`final_gap`).
+  ℓ_uniform of MPT per margin; Fig. 3a's x axis, the gap each margin ends at (:func:`with_gap`).
 
 The drawing functions register in their papers' modules; this module holds what they share.
 """
@@ -25,7 +25,6 @@ from contrastlab.figures.training_curves import geometry_frame
 
 __all__ = [
     "BASELINE",
-    "final_gap",
     "plot_cosine_densities",
     "plot_min_ratio",
     "plot_share_against_tau",
@@ -150,20 +149,14 @@ def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         return save(fig, stem, mean)
 
 
-def final_gap(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
-    """Per cell: the distance gap d_ij of its last geometry record (Nie Fig. 3a's x axis): backbone,
-    method, seed, d_gap."""
-    frame = geometry_frame(checkpoints_root, experiment)
-    gaps = frame[frame["key"] == "d_gap"].sort_values("step").groupby(["backbone", "method", "seed"]).last()
-    return gaps.reset_index()[["backbone", "method", "seed", "value"]].rename(columns={"value": "d_gap"})
-
-
 def with_gap(frame: pd.DataFrame, checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     """``frame`` (:func:`~contrastlab.figures.sweeps.sweep_metrics_frame`) with the x value replaced by
-    each cell's final distance gap (Nie Fig. 3a's axis); cells without geometry records are dropped."""
-    gaps = final_gap(checkpoints_root, experiment)
-    merged = frame.drop(columns=["value"]).merge(gaps, on=["backbone", "method", "seed"])
-    merged = merged.rename(columns={"d_gap": "value"}).assign(param="d_ij")
+    each cell's final distance gap d_ij, that of its last geometry record (Nie Fig. 3a's axis); cells
+    without geometry records are dropped."""
+    cell = ["backbone", "method", "seed"]
+    geometry = geometry_frame(checkpoints_root, experiment)
+    gaps = geometry[geometry["key"] == "d_gap"].sort_values("step").groupby(cell).last().reset_index()
+    merged = frame.drop(columns=["value"]).merge(gaps[[*cell, "value"]], on=cell).assign(param="d_ij")
     return merged[list(frame.columns)]
 
 

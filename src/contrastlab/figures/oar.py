@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.lines import Line2D
 
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, note, save
 from contrastlab.models import pick_device
@@ -120,8 +121,6 @@ def plot_lr_sweep(
         axes[-1, 0].set_xlabel(xlabel)
         handles, names = axes[0, 0].get_legend_handles_labels()
         if diverged_any:
-            from matplotlib.lines import Line2D
-
             handles.append(Line2D([], [], linestyle="none", marker="x", color="0.3", markeredgewidth=1.5))
             names.append("FFN diverged (no accuracy)")
         if handles:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Rectangle
 
 from contrastlab import search as cl_search
 from contrastlab.figures.style import figure, house_style, save
@@ -64,23 +65,17 @@ def search_figure(results_dir: str | Path, experiment: str, stem: str | Path) ->
             axes[0, 0].text(0.5, 0.5, "no search has run yet", ha="center", va="center")
         for ax, ((backbone, method, stage), group) in zip(axes.flat, panels, strict=False):
             _panel(ax, group, experiment, backbone, method, stage)
-        wide = (
-            frame.pivot_table(
-                index=["backbone", "method", "stage", "point", "dev", "winner"],
-                columns="axis",
-                values="value",
-                aggfunc="first",
-            ).reset_index()
-            if len(frame)
-            else frame
-        )
-        return save(fig, stem, wide)
+        return save(fig, stem, _by_point(frame, ["backbone", "method", "stage"]) if len(frame) else frame)
+
+
+def _by_point(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
+    """One row per point of :func:`selection_frame`'s ``frame`` (keyed by ``cells``), a column per axis."""
+    index = [*cells, "point", "dev", "winner"]
+    return frame.pivot_table(index=index, columns="axis", values="value", aggfunc="first").reset_index()
 
 
 def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str, stage: int) -> None:
-    wide = group.pivot_table(
-        index=["point", "dev", "winner"], columns="axis", values="value", aggfunc="first"
-    ).reset_index()
+    wide = _by_point(group, [])
     axes = list(dict.fromkeys(group["axis"]))
     rows_axis = axes[0]
     cols_axis = axes[1] if len(axes) > 1 else None
@@ -110,7 +105,8 @@ def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str,
     if len(winner):
         w = winner.iloc[0]
         j = col_values.index(w[cols_axis]) if cols_axis else 0
-        ax.add_patch(_box(j, row_values.index(w[rows_axis])))
+        i = row_values.index(w[rows_axis])
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=2.5))
     published = published_hparams(experiment, backbone, method)
     on_grid = _position(published, rows_axis, row_values), _position(published, cols_axis, col_values)
     if on_grid[0] is not None and (cols_axis is None or on_grid[1] is not None):
@@ -130,9 +126,3 @@ def _position(published: Mapping[str, float], axis: str | None, values: list) ->
         if isinstance(value, int | float) and math.isclose(float(value), published[axis], rel_tol=1e-9):
             return i
     return None
-
-
-def _box(x: int, y: int):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=2.5)

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import matplotlib
+from matplotlib.text import Text
 
 from contrastlab.paths import atomic_write
 
@@ -134,8 +135,6 @@ def _names_as_text(fig, data) -> None:
     its :data:`NAME_COLUMNS`: a backbone, a method, a task from a config or a metrics file) stands in a
     label of ``fig``, so that the name is drawn as it reads; the figures' own labels keep their
     mathtext (``$\\tau$``)."""
-    from matplotlib.text import Text
-
     names = {str(c) for c in data.columns}
     for column in NAME_COLUMNS.intersection(data.columns):  # not "series": a figure's own labels
         names |= {v for v in data[column].unique() if isinstance(v, str)}

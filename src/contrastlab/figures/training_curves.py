@@ -66,12 +66,8 @@ def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = N
     (with a truthy ``key`` where given), in order."""
     for backbone, method, seed, path in cell_files(Path(root), experiment, "train_log.jsonl"):
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        yield (
-            backbone,
-            method,
-            seed,
-            [r for r in records if r.get("event") == event and (not key or r.get(key))],
-        )
+        kept = [r for r in records if r.get("event") == event and (not key or r.get(key))]
+        yield backbone, method, seed, kept
 
 
 def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.DataFrame:

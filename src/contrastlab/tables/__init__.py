@@ -8,7 +8,6 @@ note per table) and checked against the paper text by :func:`~.verify.verify_tra
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,8 +18,6 @@ if TYPE_CHECKING:
     from contrastlab.tables.assemble import Table
 
 __all__ = ["TABLES", "TableSpec", "build_table", "load_published", "tables_for_config"]
-
-log = logging.getLogger(__name__)
 
 
 def tables_for_config(grid: Grid) -> list[str]:

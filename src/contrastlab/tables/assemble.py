@@ -8,6 +8,7 @@ backbones) are appended with no published number.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -149,12 +150,12 @@ def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame
     method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3's "highest
     classification accuracy" over Fig. 2's rates). A diverged point never wins and is listed in
     ``diverged_at``; a cell whose every point diverged keeps no mean. Other rows are kept."""
-    points = {}
-    for value in values:
-        suffix = f"-{label}{value}"
-        for name in agg["method"].unique():
-            if name.endswith(suffix):
-                points[name] = (name.removesuffix(suffix), value)
+    points = {
+        name: (name.removesuffix(f"-{label}{value}"), value)
+        for value in values
+        for name in agg["method"].unique()
+        if name.endswith(f"-{label}{value}")
+    }
     if not points:
         return agg
     keys = ["backbone", "method", "key"]
@@ -173,11 +174,8 @@ def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame
     ranked = swept.sort_values("ours_mean", ascending=False, na_position="last", kind="stable")
     best = ranked.drop_duplicates(keys, keep="first").copy()
     best.loc[best["ours_mean"].isna(), "best_at"] = math.nan
-    best["n_diverged"] = (
-        best[keys]
-        .merge(swept.groupby(keys)["n_diverged"].max().reset_index(), on=keys, how="left")["n_diverged"]
-        .to_numpy()
-    )
+    most_diverged = swept.groupby(keys)["n_diverged"].max().reset_index()
+    best = best.drop(columns="n_diverged").merge(most_diverged, on=keys, how="left")
     best = best.merge(diverged_at.reset_index(), on=keys, how="left")
     best["diverged_at"] = [v if isinstance(v, str) else "" for v in best["diverged_at"]]
     return pd.concat([agg[~agg["method"].isin(points)], best], ignore_index=True)
@@ -198,8 +196,6 @@ def _scores(
         agg = best_over_sweep(agg, best["label"], best["values"])
     cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
     cells["n_seeds"] = cells["n_seeds"].fillna(0).astype(int)
-    if "n_diverged" not in cells:
-        cells["n_diverged"] = 0
     cells["n_diverged"] = cells["n_diverged"].fillna(0).astype(int)
     one_run = (cells["method"] == PRETRAINED) | cells["method"].str.endswith(SEARCHED)
     expected = np.where(one_run, 1, len(seeds) if seeds is not None else 0)
@@ -244,19 +240,15 @@ def _with_searched_rows(rows: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.D
     searched = _searched(grid, spec.experiment)
     if spec.kind != "scores" or load_meta(spec.name)["layout"].get("sweep") or not searched:
         return rows
-    blocks, start = [], 0
+    blocks = []
     keys = list(zip(rows["row_group"], rows["method"], strict=True))
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or keys[i] != keys[start]:
-            block = rows.iloc[start:i]
-            blocks.append(block)
-            method = keys[start][1]
-            if method in searched:  # every column (a backbone not searched says "not configured")
-                extra = block.copy()
-                extra["method"] = searched_method(method)
-                extra["row"] = extra["row"] + " (ours, searched)"
-                blocks.append(extra)
-            start = i
+    for (_, method), run in itertools.groupby(range(len(rows)), key=keys.__getitem__):
+        block = rows.iloc[list(run)]
+        blocks.append(block)
+        if method in searched:  # every column (a backbone not searched says "not configured")
+            blocks.append(
+                block.assign(method=searched_method(method), row=block["row"] + " (ours, searched)")
+            )
     return pd.concat(blocks, ignore_index=True)
 
 
@@ -333,7 +325,6 @@ def assemble(
     else:
         cells = _scores(rows, spec, meta, metrics, grid, failures)
         cells = add_verdicts(cells, spec.name, meta, metrics, grid, spec.experiment, seeds)
-    improvement = meta.get("improvement") or {}
     return Table(
         spec=spec,
         meta=meta,
@@ -341,7 +332,7 @@ def assemble(
         extra_backbones=extras,
         n_seeds=len(seeds) if seeds is not None else None,
         col_groups_are_backbones=layout["backbone_axis"] == "columns" and spec.kind != "hparams",
-        improvement_decimals=improvement.get("decimals") if improvement else None,
+        improvement_decimals=(meta.get("improvement") or {}).get("decimals"),
         formats=dict(layout.get("formats") or {}),
         deviations=deviations(grid, spec.experiment),
         stand_ins=grid.experiment(spec.experiment).stand_ins,

@@ -44,18 +44,19 @@ def bridge_rows(results: Results) -> list[dict[str, str]]:
         st = found.get("sentence_transformers", {})
         for task in [t for t in MTEB_TASKS if t in found["tasks"]]:  # SentEval's order
             r = found["tasks"][task]
-            row = {
-                "checkpoint": place,
-                "task": task,
-                "MTEB data": data,
-                "SentEval": f"{r['senteval']:.2f}",
-                **{STEP_HEADERS[s]: f"{r['parts'][s]:+.3f}" for s in STEPS},
-                "MTEB": f"{r['mteb']:.2f}",
-                "MTEB - SentEval": f"{r['total']:+.3f}",
-                "sum of parts": f"{sum(r['parts'].values()):+.3f}",
-                "ST evaluator": f"{st[task]:.2f}" if task in st else "",
-            }
-            rows.append(row)
+            rows.append(
+                {
+                    "checkpoint": place,
+                    "task": task,
+                    "MTEB data": data,
+                    "SentEval": f"{r['senteval']:.2f}",
+                    **{STEP_HEADERS[s]: f"{r['parts'][s]:+.3f}" for s in STEPS},
+                    "MTEB": f"{r['mteb']:.2f}",
+                    "MTEB - SentEval": f"{r['total']:+.3f}",
+                    "sum of parts": f"{sum(r['parts'].values()):+.3f}",
+                    "ST evaluator": f"{st[task]:.2f}" if task in st else "",
+                }
+            )
     return rows
 
 

@@ -139,16 +139,16 @@ def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.D
             "yours": "yes" if reference else "",
         }
         for key, label in heads.items():
-            row[label] = _fmt(scores(backbone, method, key))
+            own = scores(backbone, method, key)
+            row[label] = _fmt(own)
             pub = published.get((backbone, method, key))
             row[f"{label} published"] = f"{float(pub):.2f}" if pub is not None else "n/a"
             if reference or user_point is None:
                 row[f"{label} vs yours"] = ""
             else:
                 user_values = scores(backbone, user_point, key)
-                other = scores(backbone, method, key)
                 row[f"{label} vs yours"] = (
-                    seed_noise_verdict(user_values, other) if user_values and other else "—"
+                    seed_noise_verdict(user_values, own) if user_values and own else "—"
                 )
         rows.append(row)
     return pd.DataFrame(rows)

@@ -32,11 +32,8 @@ TABLES: dict[str, TableSpec] = {table.name: table for paper in PAPERS for table 
 
 def paper_backbones(experiment: str) -> list[str]:
     """Backbones that any table of ``experiment`` has in the paper; others are shown as extra rows."""
-    seen: dict[str, None] = {}
-    for spec in TABLES.values():
-        if spec.experiment == experiment:
-            seen.update(dict.fromkeys(load_meta(spec.name)["layout"]["backbones"]))
-    return list(seen)
+    tables = [name for name, spec in TABLES.items() if spec.experiment == experiment]
+    return list(dict.fromkeys(b for name in tables for b in load_meta(name)["layout"]["backbones"]))
 
 
 def get_spec(name: str) -> TableSpec:

@@ -152,9 +152,7 @@ def to_csv(table: Table) -> str:
             }
         )
     else:
-        # Numbers stay numbers (float columns, empty where there is none); `status` says why a cell has
-        # none (not run, not configured, failed, diverged) and `published_mark` carries the paper's
-        # footnote mark, so that pandas reads every score column as float64.
+        # numbers stay float columns (empty where there is none), so that pandas reads them as float64
         missing = c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED]).to_numpy()
 
         def number(values: Iterable, *, ours: bool = True) -> list[float]:
@@ -180,10 +178,9 @@ def to_csv(table: Table) -> str:
             cols["ours_improvement"] = number(c["ours_improvement"])
         if "best_at" in c:  # best point of a sweep (OAR Table 3): which value won
             cols["best_at"] = number(c["best_at"])
-            diverged_at = c["diverged_at"] if "diverged_at" in c else [""] * len(c)
             cols["diverged_at"] = [
                 "" if gone else (v if isinstance(v, str) and v else "none")
-                for v, gone in zip(diverged_at, missing, strict=True)
+                for v, gone in zip(c["diverged_at"], missing, strict=True)
             ]
         cols["status"] = c["status"]
         if "verdict" in c:  # the seed-noise interval and verdict (tables.verdicts)

@@ -20,7 +20,7 @@ from typing import Any
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.blocks import Heading, Paragraph, Verdict, literals_of, rows_table, to_markdown
-from contrastlab.paths import Results, atomic_write, write_text
+from contrastlab.paths import Results, write_text
 from contrastlab.stats import half_width
 from contrastlab.tables.latex import latex_table
 from contrastlab.tables.published import TABLES, load_published
@@ -253,8 +253,7 @@ def write_search_tables(
         frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
         shown = [{c: r["badge"] if c == "verdict" else r[c] for c in COLUMNS} for r in rows]
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
-        with atomic_write(paths["csv"]) as tmp:  # atomically: a full disk leaves the previous file
-            frame.to_csv(tmp, index=False)
+        write_text(paths["csv"], frame.to_csv(index=False))  # atomically (paths.atomic_write)
         table = rows_table(shown) if shown else Paragraph("(no searched setting)")
         title = f"Search of {experiment}: selected on dev beside the published hyperparameters"
         write_text(paths["md"], to_markdown([Heading(1, title), table], literals_of(grid.config)))
