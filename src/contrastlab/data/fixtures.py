@@ -18,7 +18,7 @@ import json
 import random
 from pathlib import Path
 
-from contrastlab.paths import atomic_write
+from contrastlab.paths import write_text
 from contrastlab.senteval import protocol as P
 
 SUBJECTS = [
@@ -127,8 +127,7 @@ def put_text(path: str | Path, text: str) -> bool:
             return False
     except FileNotFoundError:
         pass
-    with atomic_write(path) as tmp:
-        tmp.write_bytes(data)
+    write_text(path, text)
     return True
 
 
