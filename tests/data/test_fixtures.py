@@ -95,7 +95,6 @@ print(calls, len(failures), failures[0] if failures else "")
 def test_two_writers_of_the_generated_data_never_show_a_cut_file(tmp_path, observed):
     import subprocess
     import sys
-    import time
 
     versions = {}
     for seed in (0, 1):  # the two versions a reader may see, whole

@@ -155,7 +155,6 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
     the counted parameters and width, the weights' day and sha256 (other weights, another revision), the
     paper's BibTeX."""
     import datetime
-    import os
 
     from contrastlab.papers import bibtex_block, papers_of
 

@@ -66,17 +66,13 @@ def published_scores(experiment: str, backbone: str, method: str) -> list[dict[s
             continue
         paper = load_meta(name).get("paper", {})
         frame = load_published(name)
-        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == method)]
-        for _, hit in hits.iterrows():
-            if hit["value"] == hit["value"]:  # not NaN: the paper prints a number
-                rows.append(
-                    {
-                        "table": f"{paper.get('table', name)} ({name})",
-                        "reference": paper.get("reference", ""),
-                        "task": hit["key"],
-                        "value": float(hit["value"]),
-                    }
-                )
+        # the cell's rows where the paper prints a number (NaN: "-")
+        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == method) & frame["value"].notna()]
+        table, reference = f"{paper.get('table', name)} ({name})", paper.get("reference", "")
+        rows += [
+            {"table": table, "reference": reference, "task": task, "value": float(value)}
+            for task, value in zip(hits["key"], hits["value"], strict=True)
+        ]
     return rows
 
 
