@@ -203,8 +203,7 @@ def test_a_read_only_resources_dir_is_used_when_complete_and_named_when_not(tmp_
 
 
 def test_only_a_file_under_resources_dir_is_named_as_resources_dir(tmp_path):
-    """The read-only mount of F4 (EROFS, which root meets too) is named as resources_dir; a file that
-    cannot be written elsewhere (the artifacts lock) keeps its own error."""
+    """An unwritable file under resources_dir (EROFS too) is named as resources_dir; one elsewhere is not."""
     import errno
 
     from contrastlab.data.acquire import ResourcesNotWritable, writing_resources

@@ -111,9 +111,7 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
 
 
 def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_path):
-    """An image encoder's card has its scores beside the published ones, or says it diverged; either
-    carries contrastlab's licence (random initialisation), read back by huggingface_hub; its model-index
-    holds its probes' accuracies."""
+    """An image card: scores beside the published ones (or diverged), our licence, a model-index of probes."""
     import tomllib
 
     from huggingface_hub import ModelCard, metadata_load
@@ -176,8 +174,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
 
 
 def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
-    """A card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss; the four papers' texts name
-    no arXiv id, so today's cards carry none."""
+    """A card is tagged ``arxiv:<id>`` after the loss for its paper's arXiv id (today's papers name none)."""
     from dataclasses import replace
 
     from huggingface_hub import ModelCard

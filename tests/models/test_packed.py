@@ -96,8 +96,7 @@ def _info_nce(cls: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_200_fp32_adamw_steps_with_dropout_on_match_the_padded_model_within_rounding(arch):
-    """Two dropout views, InfoNCE and AdamW, the same seed before each side's forward: 200 steps later the
-    losses and every weight agree within fp32 rounding."""
+    """Same seed, InfoNCE, AdamW, dropout on: after 200 steps, losses and weights agree to fp32 rounding."""
     padded_model = _model(arch, dropout=0.1).train()
     packed_model = copy.deepcopy(padded_model)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in (padded_model, packed_model)]
@@ -158,8 +157,7 @@ def test_with_dropout_on_the_same_seed_gives_the_padded_models_numbers(arch):
 
 @pytest.mark.parametrize("draws", ["padded", "packed"])
 def test_embedding_dropout_zeroes_real_tokens_at_rate_p(draws):
-    """A distribution check: either way of drawing, the packed embedding dropout zeroes a fraction p of
-    the real tokens' activations (within 5 binomial standard deviations), as the padded model's does."""
+    """Either way of drawing, embedding dropout zeroes a fraction p of the real tokens (within 5 sigma)."""
     p, hidden = 0.5, 512
     model = _model("bert", dropout=p, hidden=hidden, layers=1).train()
     ids, mask = _batch("bert")
@@ -175,8 +173,7 @@ def test_embedding_dropout_zeroes_real_tokens_at_rate_p(draws):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("draws", ["padded", "packed"])
 def test_padded_positions_are_never_read_even_with_dropout_on(arch, draws):
-    """Changing the ids at padded positions arbitrarily changes nothing, bit for bit, with dropout on
-    under the same seed: the packed path never reads the padding (with either way of drawing masks)."""
+    """Other ids at padded positions change nothing, bit for bit, with dropout on, either way of drawing."""
     model = _model(arch, dropout=0.5).train()
     ids, mask = _batch(arch)
     other = torch.where(mask.bool(), ids, torch.randint(0, 100, ids.shape))
@@ -233,8 +230,7 @@ def test_padding_free_default_is_ieee_fp32_on_cuda_for_bert_and_roberta_only():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_drop_in_encoder_returns_the_padded_models_states(arch):
-    """:class:`PaddingFree`, called as the trainer and evaluators call a model, gives the padded model's
-    real-token states in float64; it shares the model's parameters and mode and adds no state."""
+    """:class:`PaddingFree` gives the padded model's states; it shares its parameters and mode, no state."""
     model = _model(arch).double().eval()
     encoder = PaddingFree(model)
     assert list(encoder.parameters()) == list(model.parameters()) and encoder.state_dict() == {}
@@ -255,8 +251,7 @@ def test_the_drop_in_encoder_returns_the_padded_models_states(arch):
 
 @pytest.mark.parametrize("pooling", ["cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last"])
 def test_senteval_encoding_through_the_drop_in_encoder_matches(pooling):
-    """``make_encoder`` (the SentEval protocol's encoder) gives the same embeddings from the padded
-    model and from its padding-free wrapper, for [CLS] and the averaging poolings."""
+    """``make_encoder`` gives the same embeddings through the padding-free wrapper, for each pooling tried."""
     from transformers import BertTokenizerFast
 
     from contrastlab.models.text import make_encoder
@@ -317,8 +312,7 @@ def test_the_host_built_packing_is_the_one_nonzero_gives():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_training_through_the_host_built_packing_gives_the_same_numbers_bit_for_bit(arch, monkeypatch):
-    """Ten fp32 AdamW steps with dropout on through the drop-in encoder: losses and parameters equal,
-    bit for bit, those of the packing built by ``nonzero`` (the CPU's numbers do not move)."""
+    """Ten fp32 AdamW steps through the host-built packing equal those of ``nonzero``'s, bit for bit."""
     import contrastlab.models.packed as packed_module
 
     def train(packing_of) -> tuple[list[float], torch.Tensor]:
