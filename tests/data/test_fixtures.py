@@ -16,15 +16,12 @@ from contrastlab.senteval.tasks import task_sentences
 
 
 def test_fixture_is_deterministic_and_counts_itself(tmp_path):
-    write_senteval_fixture(tmp_path / "a", seed=3)
-    write_senteval_fixture(tmp_path / "b", seed=3)
-    manifest = json.loads((tmp_path / "a" / "downstream" / P.COUNTS_MANIFEST).read_text())
+    a, b = (write_senteval_fixture(tmp_path / name, seed=3) / "downstream" for name in "ab")
+    manifest = json.loads((a / P.COUNTS_MANIFEST).read_text())
     assert manifest["fixture"] is True
     assert set(manifest["rows"]) == set(P.EXPECTED_ROWS)  # same files as the real tree
     for rel in manifest["rows"]:
-        assert (tmp_path / "a/downstream" / rel).read_bytes() == (
-            tmp_path / "b/downstream" / rel
-        ).read_bytes()
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
     assert len(task_sentences(tmp_path / "a", P.TASKS)) > 500
 
 

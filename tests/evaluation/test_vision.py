@@ -289,9 +289,8 @@ def test_the_probes_training_takes_every_row_once_per_epoch_the_last_batch_small
             losses.append(float(-(onehot * p.log()).sum(dim=1).mean()))
             grad = (p - onehot) / len(rows)
             w, b = w - lr * grad.T @ xs, b - lr * grad.sum(dim=0)
-    assert torch.allclose(probe.weight.double(), w, atol=1e-5) and torch.allclose(
-        probe.bias.double(), b, atol=1e-5
-    )
+    assert torch.allclose(probe.weight.double(), w, atol=1e-5)
+    assert torch.allclose(probe.bias.double(), b, atol=1e-5)
     assert fit == {"last_epoch_loss": pytest.approx(sum(losses) / 3, abs=1e-6), "non_finite_epoch": None}
     # the linear probe is that loop on the layer the seed initialises: its accuracy is the hand-made one's
     hand = 100.0 * float(((x.double() @ w.T + b).argmax(dim=1) == y).double().mean())

@@ -148,10 +148,7 @@ def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
 
 
 def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
-    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
-    ModelMeta (its JSON reader), with no null where the leaderboard needs a value: the backbone's licence,
-    the counted parameters and width, the weights' day and sha256 (other weights, another revision), the
-    paper's BibTeX."""
+    """The ModelMeta beside the card loads in mteb with every value the leaderboard needs; its revision."""
     import datetime
 
     from contrastlab.papers import bibtex_block, papers_of

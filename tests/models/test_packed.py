@@ -130,9 +130,7 @@ def test_200_fp32_adamw_steps_with_dropout_on_match_the_padded_model_within_roun
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_with_dropout_on_the_same_seed_gives_the_padded_models_numbers(arch):
-    """``dropout_draws="padded"``: every dropout (embeddings, attention probabilities, both residual
-    branches) draws the padded model's masks, so the outputs and gradients equal the padded model's
-    within 1e-12 in float64 under the same seed, and differ once the seed differs."""
+    """``dropout_draws="padded"``: every dropout draws the padded model's masks (1e-12 in float64)."""
     padded_model = _model(arch, dropout=0.3).double().train()
     packed_model = copy.deepcopy(padded_model)
     ids, mask = _batch(arch)
@@ -201,9 +199,7 @@ def test_a_model_other_than_bert_or_roberta_is_a_one_line_error():
 
 
 def test_the_family_table_decides_what_runs_padding_free_and_where_positions_start(monkeypatch):
-    """packed.py names no model class: a family the table marks not padding-free is refused, and
-    positions start where the table's ``offset_positions`` says (here RoBERTa's from 0, so the packed
-    forward is the padded model given the positions 0..L-1)."""
+    """The family table, not a class name, decides what is refused and where positions start."""
     table = dict(families.TEXT_FAMILIES)
     table["bert"] = dataclasses.replace(table["bert"], padding_free=False)
     table["roberta"] = dataclasses.replace(table["roberta"], offset_positions=False)
@@ -284,10 +280,7 @@ def _pack_before_s3(attention_mask, draws="padded", device=None):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_given_the_host_mask_the_padding_free_forward_reads_no_device_data(arch):
-    """The trainer hands the padding-free encoder the host copy of the mask: the gather indices are
-    built from it and copied over, so no op reads the device's data (on CUDA: no host sync per
-    forward). Shown on the meta device, which holds no data: any read (``nonzero``, ``item``) raises
-    there, as a device mask's ``nonzero`` does."""
+    """With the host mask no op reads device data (no host sync): on the meta device a read would raise."""
     model = _model(arch, dropout=0.1).train().to("meta")
     encoder = PaddingFree(model)
     ids, mask = _batch(arch)
