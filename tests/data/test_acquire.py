@@ -1,6 +1,5 @@
-"""Where the data lie and what they are, kept apart (issue 10 item 2): the workflow's data markers and
-cells depend on the identity only. The identities take explicit values (folders, a CorpusSource); where
-the config puts them is contrastlab.config.data's (tests/config/test_data.py)."""
+"""Where the data lie and what they are, kept apart: markers and cells depend on the identity only, which
+takes explicit values here (where the config puts them: tests/config/test_data.py)."""
 
 from __future__ import annotations
 

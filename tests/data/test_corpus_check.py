@@ -1,7 +1,6 @@
-"""A user's corpus checked while it is hashed (contrastlab.data.corpus_check): the sha256 of the file as it
-is, and a one-line refusal naming ``data.wiki_path``, the file and the fix for a corpus that is not UTF-8
-(issue 63, D1), blank (D2), empty (D4), compressed, UTF-16/32 or the garbage ``iconv -f latin1`` makes of
-either (review M7). That the workflow asks it before any job: tests/config/test_data.py."""
+"""A user's corpus checked while it is hashed (contrastlab.data.corpus_check): its sha256, or one line naming
+the key, the file and the fix for a corpus not UTF-8 (D1), blank (D2), empty (D4), compressed, UTF-16/32
+or put through ``iconv -f latin1`` (M7). Asked before any job: tests/config/test_data.py."""
 
 from __future__ import annotations
 
