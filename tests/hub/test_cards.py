@@ -56,7 +56,7 @@ def image_card(tmp_path, name, metrics, summary=None, **cell):
     )
 
 
-def test_published_number_beside_ours_with_the_difference():
+def test_published_number_beside_ours_front_matter_settings_and_provenance():
     assert {"task": "sts_avg", "value": 76.04} in [
         {k: r[k] for k in ("task", "value")} for r in published_scores("nie2023", "bert-base", "cl")
     ]
@@ -64,10 +64,7 @@ def test_published_number_beside_ours_with_the_difference():
     assert "| sts_avg | 75.50 | 76.04 | -0.54 |" in text
     assert "| STS12 | 68.10 | – | – |" in text  # Table 1 prints only the averages
     assert "Nie, Zhang, Mao (2023)" in text and "Table 1" in text
-
-
-def test_front_matter_training_settings_precision_commit_and_data_digests():
-    text = card()
+    # the front matter, the training settings, precision, commit and data digests
     assert text.startswith("---\n")
     front = yaml.safe_load(text.split("---\n")[1])
     assert front["library_name"] == "sentence-transformers" and front["base_model"] == "bert-base-uncased"
