@@ -1,6 +1,5 @@
-"""Where the data lie and what they are, kept apart (issue 10 item 2): the workflow's data markers and
-cells depend on the identity only. The identities take explicit values (folders, a CorpusSource); where
-the config puts them is contrastlab.config.data's (tests/config/test_data.py)."""
+"""Where the data lie and what they are, kept apart: markers and cells depend on the identity only, which
+takes explicit values here (where the config puts them: tests/config/test_data.py)."""
 
 from __future__ import annotations
 
@@ -118,8 +117,7 @@ def test_cifar_identity_is_torchvisions_published_archive():
 
 
 def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
-    """Issue 43: a user's CIFAR-10 and CIFAR-100 in two folders; a dataset left out is downloaded, and each
-    job reads its own dataset's folder."""
+    """A user's CIFAR-10 and CIFAR-100 in two folders: one left out is downloaded; each job reads its own."""
     from types import SimpleNamespace
 
     from contrastlab.workflow.job import job_data_locations
@@ -139,8 +137,7 @@ def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
 
 
 def test_an_image_cells_job_records_what_its_images_are(repo_root, tmp_path):
-    """Issue 43: every metrics file names its inputs; an image probe job reads only the features, so its
-    provenance takes the images' identity from the run's marker."""
+    """An image probe job's provenance takes the images' identity from the run's data marker."""
     from types import SimpleNamespace
 
     from contrastlab.workflow.job import job_inputs

@@ -1,7 +1,6 @@
-"""A user's corpus checked while it is hashed (contrastlab.data.corpus_check): the sha256 of the file as it
-is, and a one-line refusal naming ``data.wiki_path``, the file and the fix for a corpus that is not UTF-8
-(issue 63, D1), blank (D2), empty (D4), compressed, UTF-16/32 or the garbage ``iconv -f latin1`` makes of
-either (review M7). That the workflow asks it before any job: tests/config/test_data.py."""
+"""A user's corpus checked while it is hashed (contrastlab.data.corpus_check): its sha256, or one line naming
+the key, the file and the fix for a corpus not UTF-8 (D1), blank (D2), empty (D4), compressed, UTF-16/32
+or put through ``iconv -f latin1`` (M7). Asked before any job: tests/config/test_data.py."""
 
 from __future__ import annotations
 
@@ -95,29 +94,21 @@ def test_an_empty_corpus_is_refused_as_empty(tmp_path, observed):
     observed(message[:100])
 
 
-def _zipped(text: str) -> bytes:
+def _compress(kind: str, text: str) -> bytes:
+    import bz2
+    import gzip
     import io
+    import lzma
     import zipfile
 
+    if kind == "zstd":  # a zstd frame's magic and header
+        return b"\x28\xb5\x2f\xfd\x64\x00\x00" + text.encode()[:64]
+    if kind != "zip":
+        return {"gzip": gzip, "bz2": bz2, "xz": lzma}[kind].compress(text.encode())
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("wiki.txt", text)
     return buffer.getvalue()
-
-
-def _compress(kind: str, text: str) -> bytes:
-    import bz2
-    import gzip
-    import lzma
-
-    data = text.encode()
-    return {
-        "gzip": lambda: gzip.compress(data),
-        "bz2": lambda: bz2.compress(data),
-        "xz": lambda: lzma.compress(data),
-        "zstd": lambda: b"\x28\xb5\x2f\xfd\x64\x00\x00" + data[:64],  # a zstd frame's magic and header
-        "zip": lambda: _zipped(text),
-    }[kind]()
 
 
 @pytest.mark.parametrize(

@@ -94,8 +94,7 @@ def test_first_download_records_digest_in_lock(server, tmp_path):
 
 
 def test_a_hub_file_is_pinned_to_its_commit_and_fetched_at_it(hf_hub, tmp_path, monkeypatch):
-    """A hub file is recorded at the commit it was served from and fetched at that commit later, even when
-    the branch moves; offline, the pinned file comes from the Hugging Face cache."""
+    """A hub file is pinned to its commit, fetched at it after the branch moves, offline from the cache."""
     commit = hf_hub.add_dataset_file("org/x", "w.txt", PAYLOAD)
     lock = tmp_path / "lock.json"
     url = f"{hf_hub.endpoint}/datasets/org/x/resolve/main/w.txt"
@@ -126,9 +125,8 @@ def test_a_hub_file_that_is_not_there_stops_in_one_line(hf_hub, tmp_path):
     hf_hub.add_dataset_file("org/x", "w.txt", PAYLOAD)
     with pytest.raises(download.DownloadError, match=r"could not download nope.txt of org/x@main: ") as error:
         _fetch(f"{hf_hub.endpoint}/datasets/org/x/resolve/main/nope.txt", tmp_path / "n", tmp_path / "l.json")
-    assert (
-        "\n" not in str(error.value) and not (tmp_path / "n").exists() and not (tmp_path / "l.json").exists()
-    )
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "n").exists() and not (tmp_path / "l.json").exists()
 
 
 def test_hub_urls_are_read_as_the_library_names_them():
@@ -163,16 +161,13 @@ def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observe
     # with the expected count it is taken, and a last line without its newline counts
     handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree ."
     assert prepare_corpus(corpus, **source, expected_lines=3)["lines"] == 3
-    assert (
-        corpus.read_bytes().endswith(b"three .")
-        and "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
-    )
+    assert corpus.read_bytes().endswith(b"three .")
+    assert "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
     observed(message)
 
 
 def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
-    """pooch would take a file already at its target for the download; a half file left by an older
-    version (which resumed it) is replaced by the whole one."""
+    """A half .part file left by an older version is replaced by the whole download (pooch would take it)."""
     base, handler = server
     handler.files["/p.bin"] = PAYLOAD
     (tmp_path / "p.bin.part").write_bytes(PAYLOAD[:1000])
@@ -318,11 +313,8 @@ def test_a_download_that_does_not_unpack_is_set_aside_and_never_pinned(server, t
     else:
         assert f"is a truncated or damaged tar archive ({len(truncated):,} bytes" in message, message
     assert f"moved aside to {dest}.corrupt" in message and "run again" in message, message
-    assert (
-        _lock_entry(lock) is None
-        and not dest.exists()
-        and not (tmp_path / "dl" / "senteval.tar.part").exists()
-    )
+    assert _lock_entry(lock) is None and not dest.exists()
+    assert not (tmp_path / "dl" / "senteval.tar.part").exists()
     assert (tmp_path / "dl" / "senteval.tar.corrupt").read_bytes() == handler.files["/senteval.tar"]
     assert not (tmp_path / "senteval" / "downstream").exists()
     observed(message)
@@ -378,13 +370,9 @@ def test_a_bad_pin_never_calls_a_good_download_corrupt(server, tmp_path, observe
         _senteval(url, tmp_path, lock)
     second = str(error.value)
     assert "\n" not in second and "corrupt" not in second, second
-    assert (
-        f"the download from {url} (sha256 {good_digest}" in second and "passed its content checks" in second
-    )
-    assert (
-        f"sha256 {bad_digest}" in second
-        and f'delete the entry "senteval.tar" from "data" in {lock}' in second
-    )
+    assert f"the download from {url} (sha256 {good_digest}" in second
+    assert "passed its content checks" in second and f"sha256 {bad_digest}" in second
+    assert f'delete the entry "senteval.tar" from "data" in {lock}' in second
     assert (tmp_path / "dl" / "senteval.tar.unpinned").read_bytes() == good and not dest.exists()
     assert _lock_entry(lock)["sha256"] == bad_digest  # the lock is the user's to change
     assert not (tmp_path / "senteval" / "downstream").exists()

@@ -16,15 +16,12 @@ from contrastlab.senteval.tasks import task_sentences
 
 
 def test_fixture_is_deterministic_and_counts_itself(tmp_path):
-    write_senteval_fixture(tmp_path / "a", seed=3)
-    write_senteval_fixture(tmp_path / "b", seed=3)
-    manifest = json.loads((tmp_path / "a" / "downstream" / P.COUNTS_MANIFEST).read_text())
+    a, b = (write_senteval_fixture(tmp_path / name, seed=3) / "downstream" for name in "ab")
+    manifest = json.loads((a / P.COUNTS_MANIFEST).read_text())
     assert manifest["fixture"] is True
     assert set(manifest["rows"]) == set(P.EXPECTED_ROWS)  # same files as the real tree
     for rel in manifest["rows"]:
-        assert (tmp_path / "a/downstream" / rel).read_bytes() == (
-            tmp_path / "b/downstream" / rel
-        ).read_bytes()
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
     assert len(task_sentences(tmp_path / "a", P.TASKS)) > 500
 
 
@@ -95,7 +92,6 @@ print(calls, len(failures), failures[0] if failures else "")
 def test_two_writers_of_the_generated_data_never_show_a_cut_file(tmp_path, observed):
     import subprocess
     import sys
-    import time
 
     versions = {}
     for seed in (0, 1):  # the two versions a reader may see, whole
@@ -204,8 +200,7 @@ def test_a_read_only_resources_dir_is_used_when_complete_and_named_when_not(tmp_
 
 
 def test_only_a_file_under_resources_dir_is_named_as_resources_dir(tmp_path):
-    """The read-only mount of F4 (EROFS, which root meets too) is named as resources_dir; a file that
-    cannot be written elsewhere (the artifacts lock) keeps its own error."""
+    """An unwritable file under resources_dir (EROFS too) is named as resources_dir; one elsewhere is not."""
     import errno
 
     from contrastlab.data.acquire import ResourcesNotWritable, writing_resources

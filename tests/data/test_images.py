@@ -112,10 +112,8 @@ def test_cifar_download_from_a_local_server(server, tmp_path, fault, observed): 
     assert [path for path, _ in handler.log] == [ARCHIVE, ARCHIVE]  # the fault, then the file
     assert not list(root.glob(".unpack-*"))  # the temporary extraction folder is gone
     # the archive's sha256 was recorded only after its md5 matched
-    assert (
-        json.loads(lock.read_text())["data"][ARCHIVE.lstrip("/")]["sha256"]
-        == hashlib.sha256(made["archive"]).hexdigest()
-    )
+    entry = json.loads(lock.read_text())["data"][ARCHIVE.lstrip("/")]
+    assert entry["sha256"] == hashlib.sha256(made["archive"]).hexdigest()
     observed(f"{fault} then 200: 2 requests; pixels and labels equal the served archive")
 
 

@@ -202,8 +202,7 @@ def test_task_selection_is_mtebs_own_lookup_after_the_seven_sts_tasks(no_network
 
 
 def test_run_mteb_scores_a_chosen_task_beyond_the_seven(checkpoint, tmp_path, no_network):
-    """A task object from the selection (BIOSSES, an STS task outside the seven) is scored by mteb.evaluate
-    as the seven are, its rows handed over as a stand-in's: MTEB's result file beside theirs."""
+    """BIOSSES (an STS task beyond the seven) on a stand-in's rows is scored and written as the seven are."""
     (biosses,) = [t for t in mteb_sts.selected_tasks(["BIOSSES"]) if t.metadata.name == "BIOSSES"]
     a, b = (
         ["a man plays", "the cat sat", "rain falls", "two dogs run"],
@@ -216,14 +215,12 @@ def test_run_mteb_scores_a_chosen_task_beyond_the_seven(checkpoint, tmp_path, no
     vectors = model.encode(a + b, convert_to_numpy=True)
     cosine = 1 - paired_cosine_distances(vectors[:4], vectors[4:])
     assert scores["BIOSSES"]["cosine_spearman"] == pytest.approx(spearmanr(cosine, gold)[0], abs=1e-6)
-    assert [p.name for p in tmp_path.glob("results/*/*/*.json") if p.name != "model_meta.json"] == [
-        "BIOSSES.json"
-    ]
+    written = [p.name for p in tmp_path.glob("results/*/*/*.json") if p.name != "model_meta.json"]
+    assert written == ["BIOSSES.json"]
 
 
 def test_a_task_of_several_subsets_reports_mtebs_mean_main_score():
-    """STS17's subsets (or a task scored off the test split) have no one default entry: its main score
-    as mteb's TaskResult.get_score averages it."""
+    """A task with no one default test entry (STS17's subsets) reports mteb's averaged main score."""
     result = mteb.TaskResult.from_task_results(
         mteb.get_task("STS17"),
         {"test": {"en-en": {"main_score": 0.5}, "en-de": {"main_score": 0.7}}},
@@ -255,10 +252,8 @@ def test_a_benchmarks_subset_of_a_task_is_scored_and_read_back_as_that_subset(tm
     (score,) = mteb_results.mteb_scores(tmp_path)
     got = (score.task, score.split, score.subset, score.metric, score.value)
     assert got == ("STS17", "test", "en-en", "cosine_spearman", 0.81234)
-    assert (
-        score.dataset == sts17.metadata.dataset["path"]
-        and score.revision == sts17.metadata.dataset["revision"]
-    )
+    assert score.dataset == sts17.metadata.dataset["path"]
+    assert score.revision == sts17.metadata.dataset["revision"]
     (card,) = mteb_results.mteb_eval_results([score])
     got = (card.dataset_name, card.dataset_config, card.metric_value)
     assert got == ("MTEB STS17 (en-en)", "en-en", 81.234)

@@ -95,8 +95,7 @@ def test_inner_kfold_uses_k_and_first_best_l2():
 def test_evaluate_checkpoint_metrics_dict_and_the_encode_and_probe_jobs_numbers(
     fixture_dir, tmp_path, tiny_bert, monkeypatch
 ):
-    """The metrics dict of one call, the same again from its cache, and the same numbers when encoding in
-    one job and probing in another."""
+    """One call's metrics dict, again from its cache, and the same numbers from an encode then a probe job."""
     tasks = ["STS12", "STSBenchmark", "SICKRelatedness", "MR", "MRPC"]
     cached = {"cache_dir": tmp_path / "cache", "device": "cpu"}  # the CPU: compared exactly with the jobs'
     single = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", **cached)
@@ -104,10 +103,8 @@ def test_evaluate_checkpoint_metrics_dict_and_the_encode_and_probe_jobs_numbers(
     assert single["sts_avg"] is None and single["tr_avg"] is None  # incomplete groups
     # SentEval's two transfer numbers: test accuracy in scores, model-selection accuracy in devacc.
     assert set(single["devacc"]) == {"MR", "MRPC"} and single["tr_devacc_avg"] is None
-    for task in ("MR", "MRPC"):
-        assert (
-            0 <= single["devacc"][task] <= 100 and round(single["devacc"][task], 2) == single["devacc"][task]
-        )
+    for devacc in (single["devacc"]["MR"], single["devacc"]["MRPC"]):
+        assert 0 <= devacc <= 100 and round(devacc, 2) == devacc
     assert np.isfinite(single["alignment"]) and single["uniformity"] < 0
     assert set(single["timings"]) >= {"encode_s", "sts_s", "transfer_s"}
     assert (single["mode"], single["pooling"]) == ("fasttest", "cls")
@@ -131,8 +128,7 @@ def test_evaluate_checkpoint_metrics_dict_and_the_encode_and_probe_jobs_numbers(
 
 
 def test_a_probe_job_whose_embeddings_are_missing_stops_instead_of_encoding(fixture_dir, tmp_path, tiny_bert):
-    """``encode_missing=False``: the CPU probe job never encodes (a checkpoint changed after its encoding
-    job has another key); one line says what is missing and what to run."""
+    """``encode_missing=False``: one line says what is missing and what to run; nothing is encoded."""
     tasks = ["STS12", "MR"]
     S.encode_checkpoint(tiny_bert, fixture_dir, ["STS12"], "fasttest", cache_dir=tmp_path, device="cpu")
     with pytest.raises(ValueError, match=r"sentences are missing from the embeddings of .*--forcerun encode"):

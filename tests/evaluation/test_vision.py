@@ -108,20 +108,11 @@ def test_extract_features_is_the_pooled_eval_mode_output_in_any_batching():
 
 
 #: OAR's FFN scores at label budgets 10% and 100%, then the embedding statistics, in evaluate_encoder's order.
-FFN_SCORES = [
-    "ffn10_top1",
-    "ffn10_top5",
-    "ffn100_top1",
-    "ffn100_top5",
-    "embedding_variance",
-    "effective_rank_95",
-]
+FFN_SCORES = "ffn10_top1 ffn10_top5 ffn100_top1 ffn100_top5 embedding_variance effective_rank_95".split()
 
 
 def test_evaluate_encoder_end_to_end_on_digits_and_split_into_two_jobs(tmp_path):
-    """evaluate_encoder on a trained encoder; features saved by `encode_vision` and probed by
-    `evaluate_vision` give exactly the scores, diverged runs and settings of evaluate_encoder in one
-    process."""
+    """evaluate_encoder in one process, and its features saved then probed in two jobs: the same numbers."""
     from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
     from contrastlab.training.vision import VisionTrainSettings, train_vision
 
@@ -157,11 +148,8 @@ def test_evaluate_encoder_end_to_end_on_digits_and_split_into_two_jobs(tmp_path)
     ffn = {"label_fractions": [0.1, 1.0], "epochs": 30, "lr": 0.05, "hidden": [16, 8]}
     oar = evaluate_encoder(encoder, data_root=None, probes=["ffn"], ffn=ffn)
     assert set(oar["scores"]) == set(FFN_SCORES)
-    assert (
-        oar["ffn"]["batch_size"] == 32
-        and oar["ffn"]["lr"] == 0.05
-        and set(oar["timings"]) == {"extract_s", "ffn_s"}
-    )
+    assert oar["ffn"]["batch_size"] == 32 and oar["ffn"]["lr"] == 0.05
+    assert set(oar["timings"]) == {"extract_s", "ffn_s"}
     assert oar["scores"]["ffn100_top5"] >= oar["scores"]["ffn100_top1"] > 30
     assert 1 <= oar["scores"]["effective_rank_95"] <= 32
     with pytest.raises(ValueError, match="unknown probe"):
@@ -261,8 +249,7 @@ def test_embedding_variance_and_effective_rank_match_numpy():
 
 
 def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
-    """A diverged point's diverged.json is read back: no score, every key evaluate_encoder would report in
-    ``diverged`` with the reason."""
+    """A diverged point's diverged.json read: no score, every score key in ``diverged``, with the reason."""
     from contrastlab.evaluation.vision import diverged_encoder_metrics, score_keys
     from contrastlab.search import diverged_reason, record_diverged
 
@@ -302,9 +289,8 @@ def test_the_probes_training_takes_every_row_once_per_epoch_the_last_batch_small
             losses.append(float(-(onehot * p.log()).sum(dim=1).mean()))
             grad = (p - onehot) / len(rows)
             w, b = w - lr * grad.T @ xs, b - lr * grad.sum(dim=0)
-    assert torch.allclose(probe.weight.double(), w, atol=1e-5) and torch.allclose(
-        probe.bias.double(), b, atol=1e-5
-    )
+    assert torch.allclose(probe.weight.double(), w, atol=1e-5)
+    assert torch.allclose(probe.bias.double(), b, atol=1e-5)
     assert fit == {"last_epoch_loss": pytest.approx(sum(losses) / 3, abs=1e-6), "non_finite_epoch": None}
     # the linear probe is that loop on the layer the seed initialises: its accuracy is the hand-made one's
     hand = 100.0 * float(((x.double() @ w.T + b).argmax(dim=1) == y).double().mean())

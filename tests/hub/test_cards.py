@@ -56,7 +56,7 @@ def image_card(tmp_path, name, metrics, summary=None, **cell):
     )
 
 
-def test_published_number_beside_ours_with_the_difference():
+def test_published_number_beside_ours_front_matter_settings_and_provenance():
     assert {"task": "sts_avg", "value": 76.04} in [
         {k: r[k] for k in ("task", "value")} for r in published_scores("nie2023", "bert-base", "cl")
     ]
@@ -64,10 +64,7 @@ def test_published_number_beside_ours_with_the_difference():
     assert "| sts_avg | 75.50 | 76.04 | -0.54 |" in text
     assert "| STS12 | 68.10 | – | – |" in text  # Table 1 prints only the averages
     assert "Nie, Zhang, Mao (2023)" in text and "Table 1" in text
-
-
-def test_front_matter_training_settings_precision_commit_and_data_digests():
-    text = card()
+    # the front matter, the training settings, precision, commit and data digests
     assert text.startswith("---\n")
     front = yaml.safe_load(text.split("---\n")[1])
     assert front["library_name"] == "sentence-transformers" and front["base_model"] == "bert-base-uncased"
@@ -85,9 +82,8 @@ def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
         text = card(experiment=experiment)
         tail = text[text.index("\n## Citation\n") :]
         assert tail == f"\n## Citation\n\n```bibtex\n{bibtex_block(papers_of(experiment))}\n```\n"
-    assert "@misc{li2024unified," in card(experiment="li2024") and "nie2023inadequacy" not in card(
-        experiment="li2024"
-    )
+    li = card(experiment="li2024")
+    assert "@misc{li2024unified," in li and "nie2023inadequacy" not in li
 
 
 def test_a_backbone_the_paper_lacks_says_so(tmp_path):
@@ -111,9 +107,7 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
 
 
 def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_path):
-    """An image encoder's card has its scores beside the published ones, or says it diverged; either
-    carries contrastlab's licence (random initialisation), read back by huggingface_hub; its model-index
-    holds its probes' accuracies."""
+    """An image card: scores beside the published ones (or diverged), our licence, a model-index of probes."""
     import tomllib
 
     from huggingface_hub import ModelCard, metadata_load
@@ -176,8 +170,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
 
 
 def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
-    """A card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss; the four papers' texts name
-    no arXiv id, so today's cards carry none."""
+    """A card is tagged ``arxiv:<id>`` after the loss for its paper's arXiv id (today's papers name none)."""
     from dataclasses import replace
 
     from huggingface_hub import ModelCard
@@ -191,11 +184,5 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
     assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
     path = image_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
-    tags = [
-        "image-feature-extraction",
-        "contrastive-learning",
-        "torchvision",
-        "macl-bs256",
-        "arxiv:2001.01234",
-    ]
+    tags = "image-feature-extraction contrastive-learning torchvision macl-bs256 arxiv:2001.01234".split()
     assert ModelCard.load(path).data.tags == tags

@@ -129,10 +129,8 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
     ]
     assert len(data.eval_results) == 7 + 1 + 2
     assert "| STSBenchmark | test | default | cosine_spearman | 81.23 |" in parsed.text
-    assert (
-        "- Licence: `apache-2.0`, the backbone's (https://huggingface.co/google-bert/bert-base-uncased"
-        in (parsed.text)
-    )
+    licence = "- Licence: `apache-2.0`, the backbone's (https://huggingface.co/google-bert/bert-base-uncased"
+    assert licence in parsed.text
 
 
 def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
@@ -150,12 +148,8 @@ def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
 
 
 def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
-    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
-    ModelMeta (its JSON reader), with no null where the leaderboard needs a value: the backbone's licence,
-    the counted parameters and width, the weights' day and sha256 (other weights, another revision), the
-    paper's BibTeX."""
+    """The ModelMeta beside the card loads in mteb with every value the leaderboard needs; its revision."""
     import datetime
-    import os
 
     from contrastlab.papers import bibtex_block, papers_of
 
@@ -179,10 +173,8 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
     assert (meta.license, meta.release_date) == ("apache-2.0", "2026-03-14")
     assert meta.n_parameters == int((out.parent / "params").read_text()) > 0
     assert meta.revision == mr.checkpoint_revision(model) and len(meta.revision) == 64
-    assert (
-        meta.citation == bibtex_block(papers_of("nie2023"))
-        and "@inproceedings{nie2023inadequacy" in meta.citation
-    )
+    assert meta.citation == bibtex_block(papers_of("nie2023"))
+    assert "@inproceedings{nie2023inadequacy" in meta.citation
     assert json.loads((out.parent / pub.MODEL_META_FILE).read_text())["revision"] == meta.revision
     with (model / "model.safetensors").open("ab") as weights:
         weights.write(b" ")  # other bytes: another revision
@@ -192,8 +184,7 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
 
 
 def test_a_standin_runs_card_names_no_mteb_hub_dataset_or_revision(tmp_path):
-    """Rule mteb's folder is a ``mteb.ResultCache`` root; where its rows were rebuilt from local files (data:
-    standin), the card and its model-index say "local stand-in" and name no MTEB hub dataset or revision."""
+    """Where MTEB's rows came from local files, the card says "local stand-in", never a hub dataset."""
     from huggingface_hub import ModelCard
 
     pytest.importorskip("mteb")
@@ -237,8 +228,7 @@ def test_each_backbones_licence_has_its_source():
 
 
 def test_the_corpus_is_named_only_when_it_is_the_download():
-    """The demo's generated corpus (its marker says `text` like a download's) and a user's own file name
-    no hub dataset; the download names princeton-nlp/datasets-for-simcse."""
+    """Only the download names a hub dataset, not the demo's generated corpus nor a user's own file."""
     download = {"fixture": False, "wiki_path": None, "wiki_url": WIKI}
     assert pub.training_corpus(download) == (["princeton-nlp/datasets-for-simcse"], WIKI)
     assert pub.training_corpus({**download, "fixture": True}) == ([], None)
@@ -305,8 +295,7 @@ def _plan(configfile: Path, found: pub.CellFiles, repo: str = "me/model") -> pub
 
 
 def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, capsys, monkeypatch):
-    """After the cell and the token are checked, the card is written from the cell's finished files, and the
-    checkpoint, card and ModelMeta go up in ONE ``create_commit``."""
+    """Cell and token checked, the card written from the cell's files, all of it up in ONE create_commit."""
     from huggingface_hub import ModelCard
 
     configfile = _demo_config(tmp_path)
@@ -337,18 +326,16 @@ def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, 
     # the uploaded card: the cell's, its model-index named after the repository (the cell's card untouched)
     uploaded, written = ModelCard.load(plan.files["README.md"]), ModelCard.load(found.card)
     assert uploaded.data.model_name == "me/model" and uploaded.data.license == "apache-2.0"
-    assert (
-        written.data.model_name == "contrastlab-nie2023-tiny-bert-cl-seed42" and uploaded.text == written.text
-    )
+    assert written.data.model_name == "contrastlab-nie2023-tiny-bert-cl-seed42"
+    assert uploaded.text == written.text
     assert [r.metric_value for r in uploaded.data.eval_results][:2] == [SCORES["STS12"], SCORES["STS13"]]
     api = StubApi()
     lines = pub.publish(plan, api=api)
     assert lines[0].startswith(
         f"# one commit to https://huggingface.co/me/model ({len(model_files) + 2} files)"
     )
-    assert (
-        f"README.md <- {plan.files['README.md']}" in lines and capsys.readouterr().out.splitlines() == lines
-    )
+    assert f"README.md <- {plan.files['README.md']}" in lines
+    assert capsys.readouterr().out.splitlines() == lines
     assert api.calls == []  # listed, not pushed
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
     with pytest.raises(pub.PublishError, match="no Hugging Face token"):
@@ -366,8 +353,7 @@ def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, 
 
 
 def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replaced(tmp_path):
-    """An older contrastlab's card beside its ModelMeta: publish checks the weights against it and writes the
-    same card again; one older than the metrics (retrained since) is replaced unchecked."""
+    """An older card is checked against the weights and written again; one older than the metrics replaced."""
     configfile, found, _ = _finished_cell(tmp_path)
     by_the_rule = write_model_card(
         found.card,
@@ -390,9 +376,7 @@ def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replace
 
 
 def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
-    """``make cards`` writes each finished cell's card without a workflow job, passes over cells not trained
-    yet, and names a card it cannot write with the fix; ``make publish`` of a cell not trained fails in one
-    line naming the command that trains it."""
+    """``make cards``: every finished cell's card, the others passed over, a refusal named with its fix."""
     configfile, found, _ = _finished_cell(tmp_path)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
     other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
@@ -451,8 +435,7 @@ def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_p
 
 
 def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path):
-    """Rule mteb hands MTEB the checkpoint's ModelMeta: MTEB's results folder is named by the weights'
-    revision, its model_meta.json complete, and mteb's own ResultCache loads it."""
+    """MTEB's results folder is named by the weights' revision, with a complete model_meta.json mteb loads."""
     import numpy as np
 
     mteb = pytest.importorskip("mteb")
@@ -502,8 +485,7 @@ def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, pub.CellFiles]:
 
 
 def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
-    """``make mteb-submit`` stages the layout embeddings-benchmark/results holds (mteb's ResultCache loads it,
-    ModelMeta and all), named after the repository and commit, and lists the pull request's steps."""
+    """``make mteb-submit`` stages embeddings-benchmark/results' layout (mteb loads it) and the PR's steps."""
     mteb = pytest.importorskip("mteb")
     configfile, found = _scored_cell(tmp_path, "hub")
     with pytest.raises(pub.PublishError, match="REVISION must be"):
@@ -523,10 +505,8 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     assert meta.license == "apache-2.0" and meta.n_parameters > 0 and meta.release_date is not None
     assert meta.reference == "https://huggingface.co/me/model" and "nie2023inadequacy" in meta.citation
     steps = "\n".join(staged.steps)
-    assert (
-        "https://github.com/embeddings-benchmark/results" in steps
-        and f"cp -r {staged.root}/results/me__model" in steps
-    )
+    assert "https://github.com/embeddings-benchmark/results" in steps
+    assert f"cp -r {staged.root}/results/me__model" in steps
     assert "gh pr create --repo embeddings-benchmark/results" in steps
     # without REPO / REVISION: the cell's own name, the weights' digest
     default = pub.mteb_submission(found, configfile)
@@ -555,9 +535,8 @@ def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_
     other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
     bad = subprocess.run([*script, "--cell", other], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
-    assert (
-        bad.stderr.startswith("contrastlab: mteb-submit: ") and "MTEB has not scored the cell" in bad.stderr
-    )
+    assert bad.stderr.startswith("contrastlab: mteb-submit: ")
+    assert "MTEB has not scored the cell" in bad.stderr
     (found.mteb_dir / "provenance.json").write_text(json.dumps({"data": "hub"}))
     good = subprocess.run([*script, "--cell", CELL, "--repo", "me/model"], capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
@@ -646,8 +625,7 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     "the commit lists the model's files only",
 )
 def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatch, observed):
-    """The one commit adds the model's files, card and ModelMeta, and none of Snakemake's markers, an atomic
-    write's ``.<name>.<pid>.partial`` or other dotfiles (``.gitignore``, ``.cache/``)."""
+    """The commit holds the model's files, card and ModelMeta: no Snakemake marker, partial or dotfile."""
     configfile, found, model_files = _finished_cell(tmp_path)
     for marker in (
         "1_Pooling/.snakemake_timestamp",
@@ -673,8 +651,7 @@ def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatc
     "publish refuses in one line naming the weights, the card's revision and the fix (retrain the cell)",
 )
 def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, observed):
-    """Weights that no longer match the sha256 their card's ModelMeta recorded are refused, and weights cut
-    short before any card was written too: their card cannot be written."""
+    """Weights changed since their card, or cut short before it was written, are refused with the fix."""
     configfile, found, _ = _finished_cell(tmp_path)
     weights, meta = found.model_dir / "model.safetensors", found.card.with_name(pub.MODEL_META_FILE)
     whole = weights.read_bytes()

@@ -57,8 +57,7 @@ batch = functools.partial(views, offsets=True)
 @pytest.mark.parametrize("n", [3, 8])
 @pytest.mark.parametrize("name,hp", CASES)
 def test_value_stats_and_gradient_match_oracle(name, hp, n, seed, dtype):
-    """Value and statistics on a batch of dimension 5; both views' gradients (central differences of the
-    oracle) on one of dimension 4, not trivially zero."""
+    """Value and statistics (dimension 5), both views' gradients by central differences (dimension 4)."""
     h1, h2 = batch(seed, n, dtype=dtype)
     out, x1, x2 = value_matches_oracle(name, hp, h1, h2, TOL[dtype]["value"])
     rtol, atol = TOL[dtype]["value"]

@@ -57,8 +57,7 @@ def test_finite(name, kind, precision):
 @pytest.mark.parametrize("name", IMAGE_LOSSES)
 @pytest.mark.parametrize("offsets", [False, True], ids=["plain", "offsets"])
 def test_autocast_input_gives_float32_loss(name, offsets):
-    """An image loss under the image trainer's bf16 autocast: the loss in float32, the input's gradient in
-    the input's bf16, finite."""
+    """Under bf16 autocast an image loss is float32 and the input's gradient finite, in the input's bf16."""
     h1, h2 = views(7, 8, offsets=offsets)
     a, b = h1.to(torch.bfloat16).requires_grad_(), h2.to(torch.bfloat16).requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):

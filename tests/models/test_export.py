@@ -53,8 +53,7 @@ def test_tiny_bert_loads_as_sentence_transformer_with_every_pooling(tiny_bert, t
 
 @pytest.mark.parametrize("pooling", ["cls", "avg", "avg_embeddings_and_last"])
 def test_minilm_loads_as_sentence_transformer(minilm_dir, tmp_path, pooling):
-    """The package ships its own sentence-transformers files (mean pooling + Normalize); the export
-    replaces them with the evaluator's pooling, unnormalised."""
+    """The package's modules (mean pooling, Normalize) give way to the evaluator's pooling, unnormalised."""
     folder = exported(minilm_dir, tmp_path, pooling)
     assert not (folder / "2_Normalize").exists()
     expected, got = ours(folder, pooling), theirs(folder)
@@ -132,8 +131,7 @@ def test_readme_snippet_loads_the_encoder_in_plain_torchvision(tmp_path, arch, s
 
 
 def test_demo_size_encoder_says_it_needs_our_loader_and_saves_its_head(tmp_path):
-    """The demo's 1/8-width ResNet has no stock torchvision twin (stages fixed at 64 channels): its
-    spec says so; the projection head loads into a plain nn.Sequential and computes the same."""
+    """The demo's 1/8-width ResNet's spec says it needs our loader; its head loads into a plain Sequential."""
     from safetensors.torch import load_file
 
     from contrastlab.models.vision import ProjectionHead

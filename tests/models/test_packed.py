@@ -96,8 +96,7 @@ def _info_nce(cls: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_200_fp32_adamw_steps_with_dropout_on_match_the_padded_model_within_rounding(arch):
-    """Two dropout views, InfoNCE and AdamW, the same seed before each side's forward: 200 steps later the
-    losses and every weight agree within fp32 rounding."""
+    """Same seed, InfoNCE, AdamW, dropout on: after 200 steps, losses and weights agree to fp32 rounding."""
     padded_model = _model(arch, dropout=0.1).train()
     packed_model = copy.deepcopy(padded_model)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in (padded_model, packed_model)]
@@ -131,9 +130,7 @@ def test_200_fp32_adamw_steps_with_dropout_on_match_the_padded_model_within_roun
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_with_dropout_on_the_same_seed_gives_the_padded_models_numbers(arch):
-    """``dropout_draws="padded"``: every dropout (embeddings, attention probabilities, both residual
-    branches) draws the padded model's masks, so the outputs and gradients equal the padded model's
-    within 1e-12 in float64 under the same seed, and differ once the seed differs."""
+    """``dropout_draws="padded"``: every dropout draws the padded model's masks (1e-12 in float64)."""
     padded_model = _model(arch, dropout=0.3).double().train()
     packed_model = copy.deepcopy(padded_model)
     ids, mask = _batch(arch)
@@ -158,8 +155,7 @@ def test_with_dropout_on_the_same_seed_gives_the_padded_models_numbers(arch):
 
 @pytest.mark.parametrize("draws", ["padded", "packed"])
 def test_embedding_dropout_zeroes_real_tokens_at_rate_p(draws):
-    """A distribution check: either way of drawing, the packed embedding dropout zeroes a fraction p of
-    the real tokens' activations (within 5 binomial standard deviations), as the padded model's does."""
+    """Either way of drawing, embedding dropout zeroes a fraction p of the real tokens (within 5 sigma)."""
     p, hidden = 0.5, 512
     model = _model("bert", dropout=p, hidden=hidden, layers=1).train()
     ids, mask = _batch("bert")
@@ -175,8 +171,7 @@ def test_embedding_dropout_zeroes_real_tokens_at_rate_p(draws):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("draws", ["padded", "packed"])
 def test_padded_positions_are_never_read_even_with_dropout_on(arch, draws):
-    """Changing the ids at padded positions arbitrarily changes nothing, bit for bit, with dropout on
-    under the same seed: the packed path never reads the padding (with either way of drawing masks)."""
+    """Other ids at padded positions change nothing, bit for bit, with dropout on, either way of drawing."""
     model = _model(arch, dropout=0.5).train()
     ids, mask = _batch(arch)
     other = torch.where(mask.bool(), ids, torch.randint(0, 100, ids.shape))
@@ -204,9 +199,7 @@ def test_a_model_other_than_bert_or_roberta_is_a_one_line_error():
 
 
 def test_the_family_table_decides_what_runs_padding_free_and_where_positions_start(monkeypatch):
-    """packed.py names no model class: a family the table marks not padding-free is refused, and
-    positions start where the table's ``offset_positions`` says (here RoBERTa's from 0, so the packed
-    forward is the padded model given the positions 0..L-1)."""
+    """The family table, not a class name, decides what is refused and where positions start."""
     table = dict(families.TEXT_FAMILIES)
     table["bert"] = dataclasses.replace(table["bert"], padding_free=False)
     table["roberta"] = dataclasses.replace(table["roberta"], offset_positions=False)
@@ -233,8 +226,7 @@ def test_padding_free_default_is_ieee_fp32_on_cuda_for_bert_and_roberta_only():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_drop_in_encoder_returns_the_padded_models_states(arch):
-    """:class:`PaddingFree`, called as the trainer and evaluators call a model, gives the padded model's
-    real-token states in float64; it shares the model's parameters and mode and adds no state."""
+    """:class:`PaddingFree` gives the padded model's states; it shares its parameters and mode, no state."""
     model = _model(arch).double().eval()
     encoder = PaddingFree(model)
     assert list(encoder.parameters()) == list(model.parameters()) and encoder.state_dict() == {}
@@ -255,8 +247,7 @@ def test_the_drop_in_encoder_returns_the_padded_models_states(arch):
 
 @pytest.mark.parametrize("pooling", ["cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last"])
 def test_senteval_encoding_through_the_drop_in_encoder_matches(pooling):
-    """``make_encoder`` (the SentEval protocol's encoder) gives the same embeddings from the padded
-    model and from its padding-free wrapper, for [CLS] and the averaging poolings."""
+    """``make_encoder`` gives the same embeddings through the padding-free wrapper, for each pooling tried."""
     from transformers import BertTokenizerFast
 
     from contrastlab.models.text import make_encoder
@@ -289,10 +280,7 @@ def _pack_before_s3(attention_mask, draws="padded", device=None):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_given_the_host_mask_the_padding_free_forward_reads_no_device_data(arch):
-    """The trainer hands the padding-free encoder the host copy of the mask: the gather indices are
-    built from it and copied over, so no op reads the device's data (on CUDA: no host sync per
-    forward). Shown on the meta device, which holds no data: any read (``nonzero``, ``item``) raises
-    there, as a device mask's ``nonzero`` does."""
+    """With the host mask no op reads device data (no host sync): on the meta device a read would raise."""
     model = _model(arch, dropout=0.1).train().to("meta")
     encoder = PaddingFree(model)
     ids, mask = _batch(arch)
@@ -317,8 +305,7 @@ def test_the_host_built_packing_is_the_one_nonzero_gives():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_training_through_the_host_built_packing_gives_the_same_numbers_bit_for_bit(arch, monkeypatch):
-    """Ten fp32 AdamW steps with dropout on through the drop-in encoder: losses and parameters equal,
-    bit for bit, those of the packing built by ``nonzero`` (the CPU's numbers do not move)."""
+    """Ten fp32 AdamW steps through the host-built packing equal those of ``nonzero``'s, bit for bit."""
     import contrastlab.models.packed as packed_module
 
     def train(packing_of) -> tuple[list[float], torch.Tensor]:

@@ -54,16 +54,12 @@ def senteval_side(data_dir: str | Path, task: str) -> tuple[list[Pairs], list[Pa
     return [load_sts_pairs(data_dir, task, "test")], other
 
 
-class _Lookup:
+def _lookup(encode: Encode, sentences: list[str]) -> Encode:
     """Embeddings of every sentence the chain needs, encoded once (one ``encode`` call)."""
+    from contrastlab.evaluation.senteval import lookup_from  # imports torch: see _score_sts
 
-    def __init__(self, encode: Encode, sentences: list[str]):
-        unique = sorted(set(sentences), key=lambda s: (len(s), s))
-        self.index = {s: i for i, s in enumerate(unique)}
-        self.emb = np.asarray(encode(unique), dtype=np.float32)
-
-    def __call__(self, batch: list[str]) -> np.ndarray:
-        return self.emb[[self.index[s] for s in batch]]
+    unique = sorted(set(sentences), key=lambda s: (len(s), s))
+    return lookup_from(unique, encode(unique))
 
 
 def _match(
@@ -92,7 +88,7 @@ def _match(
     return counterpart, origin
 
 
-def _score_sts(lookup: _Lookup, subsets: list[Pairs]) -> float:
+def _score_sts(lookup: Encode, subsets: list[Pairs]) -> float:
     """:func:`contrastlab.evaluation.senteval.score_sts`, imported when first scored: that module imports
     torch (its probes and encoders), and the ``tables`` job, which reads only this module's file names
     and :data:`STEPS`, would pay two seconds for it."""
@@ -101,7 +97,7 @@ def _score_sts(lookup: _Lookup, subsets: list[Pairs]) -> float:
     return score_sts(lookup, subsets)
 
 
-def _spearman(lookup: _Lookup, a: list[str], b: list[str], gold: np.ndarray) -> float:
+def _spearman(lookup: Encode, a: list[str], b: list[str], gold: np.ndarray) -> float:
     return _score_sts(lookup, [Pairs("set", a, b, np.asarray(gold, dtype=np.float64))])
 
 
@@ -115,7 +111,7 @@ def bridge_task(
     se_a = [s for p in scored for s in p.a]
     se_b = [s for p in scored for s in p.b]
     se_gold = np.concatenate([p.gold for p in scored])
-    lookup = _Lookup(encode, se_a + se_b + mteb.sentence1 + mteb.sentence2)
+    lookup = _lookup(encode, se_a + se_b + mteb.sentence1 + mteb.sentence2)
     start = _score_sts(lookup, scored)  # the SentEval protocol's number, computed as it computes it
     # 1. text form: the same pairs (per sub-dataset), in MTEB's text where MTEB has the pair
     texts, k = [], 0

@@ -14,6 +14,7 @@ fits the probes from it in a CPU job (rule ``evaluate``), same numbers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -112,7 +113,7 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
     return float(dev), float(acc)
 
 
-def _lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
+def lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
     index = {s: i for i, s in enumerate(sentences)}
     emb = np.asarray(embeddings, dtype=np.float32)
 
@@ -185,9 +186,7 @@ def _task_inputs(
     made in a separate job, :func:`encode_checkpoint`, is the same arrays)."""
     mode = P.check_mode(mode)
     loaded = {task: load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
-    unique = set(extra_sentences)
-    for data in loaded.values():
-        unique.update(sentences_in(data))
+    unique = set(extra_sentences).union(*map(sentences_in, loaded.values()))
     return loaded, sorted(unique, key=lambda s: (len(s), s))
 
 
@@ -205,7 +204,7 @@ def _evaluate(
     start = time.perf_counter()
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
-    lookup = _lookup_from(sentences, embeddings)
+    lookup = lookup_from(sentences, embeddings)
     # scores: the STS Spearman and the transfer test accuracy (acc) of every task; devacc: the transfer
     # tasks' model-selection accuracy (transfer_accuracies)
     scores, devacc, seconds = {}, {}, {}
@@ -258,7 +257,7 @@ def alignment_uniformity(
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
     emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-    lookup = _lookup_from(unique, emb)
+    lookup = lookup_from(unique, emb)
     za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)
     alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if keep.any() else float("nan")
     return alignment, _uniformity(emb.astype(np.float64), t)
@@ -294,17 +293,11 @@ def checkpoint_fingerprint(model_dir: str | Path, pooling: str, max_length: int 
     return h.hexdigest()[:16]
 
 
-#: Keys of a checkpoint's train_summary.json copied into its metrics file (the report's precision list).
-TRAINING_KEYS = (
-    "precision",
-    "requested_precision",
-    "tf32_matmul",
-    "tf32_conv",
-    "dev_pooling",
-    "device_name",
-    "best_step",
-    "best_dev_spearman",  # STS-B dev Spearman of the kept checkpoint: Li Fig. 6's measure (report claims)
-    "steps",
+#: Keys of a checkpoint's train_summary.json copied into its metrics file (the report's precision list);
+#: ``best_dev_spearman``, the kept checkpoint's STS-B dev Spearman, is Li Fig. 6's measure (report claims).
+TRAINING_KEYS = tuple(
+    "precision requested_precision tf32_matmul tf32_conv dev_pooling device_name best_step best_dev_spearman "
+    "steps".split()
 )
 
 
@@ -345,15 +338,13 @@ def _group_mean(scores: Mapping[str, float], group: tuple[str, ...]) -> float | 
 def _lazy_encoder(model_dir: str | Path, *, pooling: str, batch_size: int, device: str | None) -> Encode:
     """:func:`contrastlab.models.make_encoder` of the checkpoint, loaded at the first call only: an
     evaluation whose embeddings are all cached never loads the model (nor touches a GPU)."""
-    made: list[Encode] = []
 
-    def encode(sentences: list[str]) -> np.ndarray:
-        if not made:
-            model, tokenizer = load_backbone(model_dir, device=device)
-            made.append(make_encoder(model, tokenizer, pooling=pooling, batch_size=batch_size))
-        return made[0](sentences)
+    @functools.cache
+    def made() -> Encode:
+        model, tokenizer = load_backbone(model_dir, device=device)
+        return make_encoder(model, tokenizer, pooling=pooling, batch_size=batch_size)
 
-    return encode
+    return lambda sentences: made()(sentences)
 
 
 def _refuse_to_encode(model_dir: str | Path, cache_dir: str | Path | None, key: str) -> Encode:

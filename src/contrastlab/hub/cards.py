@@ -36,7 +36,7 @@ from contrastlab.hub.publish import (
     training_corpus,
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
-from contrastlab.paths import UnreadableMetricsError, atomic_write, read_metrics, write_json
+from contrastlab.paths import UnreadableMetricsError, read_metrics, write_json, write_text
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = [
@@ -66,17 +66,13 @@ def published_scores(experiment: str, backbone: str, method: str) -> list[dict[s
             continue
         paper = load_meta(name).get("paper", {})
         frame = load_published(name)
-        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == method)]
-        for _, hit in hits.iterrows():
-            if hit["value"] == hit["value"]:  # not NaN: the paper prints a number
-                rows.append(
-                    {
-                        "table": f"{paper.get('table', name)} ({name})",
-                        "reference": paper.get("reference", ""),
-                        "task": hit["key"],
-                        "value": float(hit["value"]),
-                    }
-                )
+        # the cell's rows where the paper prints a number (NaN: "-")
+        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == method) & frame["value"].notna()]
+        table, reference = f"{paper.get('table', name)} ({name})", paper.get("reference", "")
+        rows += [
+            {"table": table, "reference": reference, "task": task, "value": float(value)}
+            for task, value in zip(hits["key"], hits["value"], strict=True)
+        ]
     return rows
 
 
@@ -449,7 +445,7 @@ def write_model_card(
             for name in ("settings.json", "torchvision.json")
         )
         text = vision_model_card(**cell, summary=summary, metrics=metrics, data=data, torchvision_spec=spec)
-        return _write(out, text)
+        return write_text(out, text)
     summary = json.loads((model_dir / "train_summary.json").read_text())
     backbones = backbones or {}
     licence = backbone_license(backbone, backbones) if backbone in backbones else None
@@ -467,19 +463,11 @@ def write_model_card(
         mteb=mteb_scores(mteb_dir),
     )
     if not (model_dir / "config.json").is_file():
-        return _write(out, text)  # a summary without weights (tests): no model for MTEB to describe
+        return write_text(out, text)  # a summary without weights (tests): no model for MTEB to describe
     # described first: weights that cannot be read leave no card behind
     meta = checkpoint_meta(model_dir, **cell, backbones=backbones, data_config=data_config)
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
-    return _write(out, text)
-
-
-def _write(out: str | Path, text: str) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
-    return out
+    return write_text(out, text)
 
 
 def write_card(found: CellFiles, configfile: str | Path) -> Path:

@@ -271,30 +271,20 @@ def stage_submission(mteb_dir: str | Path, meta: dict[str, Any], staging: str | 
     if not files:
         raise ValueError(f"no MTEB task results under {mteb_dir / 'results'}")
     checked = ModelMeta.model_validate_json_resolved(json.dumps(meta))
-    folder = staging / "results" / checked.model_name_as_path() / str(checked.revision)
+    path = checked.model_name_as_path()
+    folder = staging / "results" / path / str(checked.revision)
     if staging.exists():
         shutil.rmtree(staging)
     folder.mkdir(parents=True)
     tasks = []
-    for path in files:
-        result = mteb.TaskResult.from_disk(path)
+    for file in files:
+        result = mteb.TaskResult.from_disk(file)
         result.to_disk(folder / f"{result.task_name}.json")
         tasks.append(result.task_name)
     (folder / "model_meta.json").write_text(json.dumps(meta, indent=4) + "\n", encoding="utf-8")
-    fields = dict(
-        model=checked.name,
-        model_path=checked.model_name_as_path(),
-        revision=checked.revision,
-        staged=staging,
-        branch=f"add-{checked.model_name_as_path()}",
-    )
-    return Submission(
-        staging,
-        checked.model_name_as_path(),
-        str(checked.revision),
-        tasks,
-        [s.format(**fields) for s in PR_STEPS],
-    )
+    fields = dict(model=checked.name, model_path=path, revision=checked.revision, staged=staging)
+    steps = [step.format(**fields, branch=f"add-{path}") for step in PR_STEPS]
+    return Submission(staging, path, str(checked.revision), tasks, steps)
 
 
 def submit_pull_request(submission: Submission, meta: Mapping[str, Any]) -> Mapping[str, Any]:

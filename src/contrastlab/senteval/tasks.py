@@ -290,7 +290,5 @@ def sentences_in(data: Any) -> Iterable[str]:
 def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:
     """Unique sentences ``evaluate`` encodes for ``tasks`` in ``mode``, shortest first."""
     mode = P.check_mode(mode)
-    unique = set()
-    for task in P.check_tasks(tasks):
-        unique.update(sentences_in(load_task(Path(data_dir), task, mode)))
+    unique = {s for task in P.check_tasks(tasks) for s in sentences_in(load_task(Path(data_dir), task, mode))}
     return sorted(unique, key=lambda s: (len(s), s))
