@@ -38,7 +38,7 @@ from contrastlab.cost.calibration import (
 from contrastlab.cost.cards import native_bf16
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork, cell_work, senteval_tokens
 from contrastlab.cost.measured import grouped, hms
-from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_blocks
+from contrastlab.cost.packing import chosen_share, gpu_share, packed_seconds, packing_blocks
 from contrastlab.cost.provenance import moved_rules, status_items
 from contrastlab.cost.schedule import schedule_blocks
 from contrastlab.cost.summary import summary_blocks
@@ -101,12 +101,6 @@ def _pretrained_work(grid: cl_config.Grid, backbone: str, priced: Priced | None 
     return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(grid), 0, 0, "")
 
 
-def _gpu_share(grid: cl_config.Grid) -> tuple[int, bool]:
-    """``resources.gpu_share`` (training jobs per GPU at most; 1 when the jobs run on the CPU) and
-    whether they run under MPS (``resources.mps``), which picks the packing figures."""
-    return (grid.compute.get("gpu_share", 1) if grid.compute.get("gpu") else 1), mps_asked(grid)
-
-
 def _training_job(
     share: tuple[int, bool],
     calibration: Calibration,
@@ -115,8 +109,8 @@ def _training_job(
     configured: bool = False,
     **where: str,
 ) -> PlannedJob:
-    """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`) where
-    its cell shares a GPU (``share``: :func:`_gpu_share`); a ``configured`` cell's job keeps its ``works``."""
+    """A training job of the plan: per choice its seconds, packed where its cell shares a GPU (``share``:
+    :func:`~contrastlab.cost.packing.gpu_share`); a ``configured`` cell's job keeps its ``works``."""
     shares = {c: chosen_share(w, calibration, *share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
@@ -158,7 +152,7 @@ def make_plan(
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     priced = Priced(grid)
     jobs = search_jobs(grid, calibration, chosen, points, priced)
-    share = _gpu_share(grid)
+    share = gpu_share(grid)
     for cell in grid.cells:
         works = priced.works(cell, choices)
         vision = works[chosen].track == "vision"
@@ -461,7 +455,7 @@ def search_jobs(
     if not points:
         return []
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    share = _gpu_share(grid)
+    share = gpu_share(grid)
     priced = priced or Priced(grid)
     jobs = []
     for point in points:

@@ -118,14 +118,11 @@ def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list
     """The simulation's jobs from the plan's under one precision choice: an encoding needs its cell's
     training, a CPU probe job (``probe_seconds``, or an image cell's ``cpu_after_s``) its encoding."""
     trained = {p.cell for p in planned if p.rule.startswith("train")}
+    training = {"encode": "train", "search_encode": "train", "encode_vision": "train_vision"}
     out = []
     for p in planned:
         name = f"{p.rule}:{p.cell}"
-        after = (f"train:{p.cell}",) if p.rule in ("encode", "search_encode") else ()
-        if p.rule == "encode_vision":
-            after = (f"train_vision:{p.cell}",)
-        if after and p.cell not in trained:
-            after = ()
+        after = (f"{training[p.rule]}:{p.cell}",) if p.rule in training and p.cell in trained else ()
         out.append(SimJob(name, "gpu", p.seconds[choice], after))
         if p.rule in ("encode", "encode_pretrained"):
             out.append(SimJob(f"evaluate:{p.cell}", "cpu", probe_seconds, (name,)))
