@@ -20,7 +20,7 @@ from statistics import mean
 from typing import Any
 
 from contrastlab.cost.backbones import transformer_parameters
-from contrastlab.cost.calibration import CALIBRATION_FORMAT, SHIPPED_CALIBRATIONS
+from contrastlab.cost.calibration import CALIBRATION_FORMAT, SHIPPED_CALIBRATIONS, write_calibration
 from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import (
     AUGMENT_LAUNCHES,
@@ -478,12 +478,6 @@ def h200_packing(path: str | Path) -> dict[str, Any]:
     }
 
 
-def write(path: Path, data: Mapping[str, Any]) -> Path:
-    """``data`` as the shipped files are written (sorted keys, one-space indent)."""
-    path.write_text(json.dumps(dict(data), indent=1, sort_keys=True) + "\n")
-    return path
-
-
 def padding_free_ratio(path: str | Path) -> dict[str, Any]:
     """``padding_free_ratio`` and its source from a gpu_bench.json's padfree fp32 row (the trainer's
     dropout masks: ``draws`` "padded"): the padding-free step's time over the padded eager step's. Only
@@ -531,8 +525,8 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     h200, h100 = build(args.rows_dir, args.bench, args.padfree)
-    print(write(SHIPPED_CALIBRATIONS["H200"], h200))
-    print(write(SHIPPED_CALIBRATIONS["H100"], h100))
+    print(write_calibration(SHIPPED_CALIBRATIONS["H200"], h200))
+    print(write_calibration(SHIPPED_CALIBRATIONS["H100"], h100))
     return 0
 
 
