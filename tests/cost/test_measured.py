@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from contrastlab import config as cl_config
 from contrastlab.blocks import markdown_lines
 from contrastlab.cost.measured import (
     cost_blocks,
@@ -15,11 +17,12 @@ from contrastlab.cost.measured import (
     per_cell,
     per_paper,
     per_rule,
+    per_training_job,
     read_benchmark,
     read_job_costs,
     warm_usage_path,
 )
-from contrastlab.paths import Results
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 
 MPT, CL = "nie2023/bert-base/mpt/seed42", "nie2023/bert-base/cl/seed42"
@@ -96,8 +99,6 @@ def test_a_warm_jobs_own_peak_memory_replaces_the_handing_over_process(results):
     """A job started warm (contrastlab.workflow.warm) wrote its own peak beside the benchmark file, which
     measured only the small process that handed the job over; a record older than the benchmark file by
     more than a job's end is an earlier run's, and is not read."""
-    import os
-
     tsv = results / "benchmarks/encode/nie2023/bert-base/cl/seed42.tsv"
     usage = warm_usage_path(tsv)
     assert usage == tsv.with_name("seed42.warm.json")
@@ -284,9 +285,6 @@ def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
 
 
 def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
-    from contrastlab import config as cl_config
-    from contrastlab.paths import REPO_ROOT
-
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     build_report(Results(tmp_path), config)
     section = (tmp_path / "report.md").read_text().split("## Cost", 1)[1]
@@ -298,8 +296,6 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
 def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     """A training log's end record gives one row: how the job started, each phase, and the start-up
     outside its work (43 − 3.9 − 1.7 − 0.4 − 1.0 = 36.0 s), beside Snakemake's wall time."""
-    from contrastlab.cost.measured import per_training_job
-
     r = tmp_path / "results"
     cell = "gpu_check/bert-base-random/bf16/seed42"
     train_log(r, cell, "cuda", 2.5)

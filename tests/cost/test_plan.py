@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -20,6 +21,7 @@ from contrastlab.cost.backbones import transformer_parameters
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
 from tests.cost.common import (
+    CHOICES,
     H100,
     MACL_IMAGES,
     OAR,
@@ -119,13 +121,17 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     assert plan.probe_jobs(grid, cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
 
 
+def _toy_work(**training) -> cl_flops.CellWork:
+    """The work of the toy config's first cell, its ``training`` updated."""
+    grid = cl_config.Grid(_toy_config(**training))
+    return cl_flops.cell_work(grid, grid.cells[0])
+
+
 def test_analysis_probe_and_holdout_flops():
-    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
-    work = cl_flops.cell_work(cl_config.Grid(config), cl_config.Grid(config).cells[0])
+    work = _toy_work(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
     assert work.steps == (2000 - 64) // 16 == 121  # the probe is held out of training
-    dev_part = (
-        64 * cl_flops.STSB_DEV_TOKENS / cl_flops.STSB_DEV_SENTENCES
-    )  # as many dev sentences as the probe
+    # as many dev sentences as the probe
+    dev_part = 64 * cl_flops.STSB_DEV_TOKENS / cl_flops.STSB_DEV_SENTENCES
     # at steps 0, 50, 100, 121: two views of 64 probe sentences × 32 tokens and of 64 dev sentences
     assert work.analysis_flops == pytest.approx(4 * 2 * 17_088 * 2 * (64 * 32 + dev_part))
 
@@ -152,10 +158,9 @@ def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
     """``precision_override`` moves the OAR (fp32 as configured) and MACL (``auto``: bf16) columns; the
     image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
     jobs = plan.make_plan(config_grid(), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION))
-    choices = ("config", "fp32", "tf32", "bf16")
 
     def hours(experiments):
-        return {c: sum(j.seconds[c] for j in jobs if j.experiment in experiments) / 3600 for c in choices}
+        return {c: sum(j.seconds[c] for j in jobs if j.experiment in experiments) / 3600 for c in CHOICES}
 
     oar, macl = hours({"oar_cifar10", "oar_cifar100"}), hours({"macl_cifar10"})
     assert oar["config"] == oar["fp32"] > oar["tf32"] > oar["bf16"] > 0
@@ -492,19 +497,13 @@ def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():
 )
 def test_gpu_peaks_tell_a_familys_pcie_and_nvl_cards_from_its_sxm_card(device_name, bf16):
     """MFU divides by the card's own peak: a PCIe or NVL H100 matched as "H100" got the SXM5 peak."""
-    from contrastlab.cost.calibration import peak_tflops
-
-    assert peak_tflops(device_name, "bf16")[0] == bf16
-    assert peak_tflops("NVIDIA GeForce RTX 4090", "bf16")[0] is None
+    assert cl_calibration.peak_tflops(device_name, "bf16")[0] == bf16
+    assert cl_calibration.peak_tflops("NVIDIA GeForce RTX 4090", "bf16")[0] is None
 
 
 def test_the_plan_states_the_disk_a_run_needs():
     """Kept checkpoints = fp32 weights of every trained cell; the snapshot of the largest
     cell (weights, Adam moments, best checkpoint: 16 bytes a parameter); the searches' points apart."""
-    from types import SimpleNamespace
-
-    from contrastlab.cost.plan import disk_blocks
-
     grid = cl_config.Grid(
         {
             "backbones": {"base": {"params_millions": 100}, "large": {"params_millions": 300}},
@@ -517,24 +516,20 @@ def test_the_plan_states_the_disk_a_run_needs():
         SimpleNamespace(rule="train", cell="nie/large/cl/seed42"),
     ]
     searches = [SimpleNamespace(rule="train", cell=f"nie/base/cl~p{i}/seed42") for i in range(30)]
-    (disk,) = disk_blocks(grid, jobs, searches)
+    (disk,) = plan.disk_blocks(grid, jobs, searches)
     assert disk.text.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
     assert "keep 12 GB more (30 points" in disk.text
 
 
 def test_memory_rows_name_the_smallest_card_a_kind_fits():
     """The searches' batch-512 large-model points (about 61 GiB) need an 80-GiB card."""
-    from types import SimpleNamespace
-
-    from contrastlab.cost.plan import memory_rows
-
     jobs = [
         SimpleNamespace(kind="bert-large batch 512 fp32", peak_gib=60.7),
         SimpleNamespace(kind="bert-large batch 512 fp32", peak_gib=60.7),
         SimpleNamespace(kind="bert-base batch 64 fp32", peak_gib=5.2),
         SimpleNamespace(kind="", peak_gib=0.0),  # an evaluation job: no row
     ]
-    rows = memory_rows(jobs, SimpleNamespace(gpu_memory_gib=40.0))
+    rows = plan.memory_rows(jobs, SimpleNamespace(gpu_memory_gib=40.0))
     assert [(r["cell kind"], r["cells"], r["fits"], r["smallest card"]) for r in rows] == [
         ("bert-base batch 64 fp32", "1", "yes", "24 GiB"),
         ("bert-large batch 512 fp32", "2", "no (> 40)", "80 GiB"),
