@@ -145,11 +145,8 @@ def _digits_cell(method: str = "infonce", **training):
     grid = cl_config.Grid(cl_config.validate(config))
     cell = cl_config.Cell("oar_cifar10", "resnet18-w8", f"{method}-lr0.01", 42)
     keys = {f.name for f in dataclasses.fields(VisionTrainSettings)}
-    return (
-        grid,
-        cell,
-        VisionTrainSettings.from_dict({k: v for k, v in grid.settings(cell).items() if k in keys}),
-    )
+    settings = {k: v for k, v in grid.settings(cell).items() if k in keys}
+    return grid, cell, VisionTrainSettings.from_dict(settings)
 
 
 def _trainer_counts(s) -> tuple[int, int, int, bool]:

@@ -240,13 +240,8 @@ def test_a_pack_is_a_job_group_of_its_share():
 
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):
-    data = cl_calibration.calibration_from_measurements(
-        [], device="toy", source="test", packing={"speedup": {"bf16": {2: -1.0}}}
-    )
-    path = tmp_path / "cal.json"
-    path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=r"packing\.speedup\.bf16\.2 must be .* a positive number, got -1"):
-        cl_calibration.load_calibration(path)
+        written_calibration(tmp_path / "cal.json", [], packing={"speedup": {"bf16": {2: -1.0}}})
 
 
 @pytest.fixture

@@ -34,6 +34,8 @@ from tests.cost.common import (
 #: A random BERT of hidden 32, 2 layers, feed-forward 64. Per layer: 4·32² + 4·32 (Q, K, V, output)
 #: + 2·32·64 + 64 + 32 (feed-forward) + 4·32 (two LayerNorms) = 4096 + 128 + 4096 + 96 + 128 = 8544.
 TOY_NON_EMBEDDING = 2 * 8544
+#: config/demo.yaml's tiny random BERT.
+TINY_BERT = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"]["tiny-bert"]
 
 
 def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
@@ -42,12 +44,7 @@ def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
             "seeds": list(seeds),
             "data": {"fixture": True, "fixture_corpus_sentences": 2000},
             "backbones": {
-                "toy": {
-                    "random": yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"][
-                        "tiny-bert"
-                    ]["random"],
-                    "tokenizer_from": "ref",
-                },
+                "toy": {"random": dict(TINY_BERT["random"]), "tokenizer_from": "ref"},
                 "ref": {"hf_id": "bert-base-uncased"},
             },
             "training": {
