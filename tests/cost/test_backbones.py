@@ -112,11 +112,8 @@ def test_a_fetched_config_json_of_every_listed_family_is_priced_by_the_plan(tmp_
     model = backbones.backbone_transformer(grid, "bert-base")
     # transformers' own attribute names answer for every family (its attribute_map: DistilBERT's dim)
     assert (model.model_type, model.model_type_from, model.source) == (model_type, "config", str(path))
-    assert (model.hidden, model.layers, model.heads) == (
-        fetched.hidden_size,
-        fetched.num_hidden_layers,
-        fetched.num_attention_heads,
-    )
+    shape = (fetched.hidden_size, fetched.num_hidden_layers, fetched.num_attention_heads)
+    assert (model.hidden, model.layers, model.heads) == shape
     calibration = cl_calibration.load_calibration()
     jobs = plan.make_plan(grid, calibration, points=plan.plan_points(grid, calibration))
     hours = {job.cell: job.seconds[plan.AS_CONFIGURED] / 3600 for job in jobs if job.rule == "train"}

@@ -42,7 +42,7 @@ def _summary(**timings) -> dict:
     }
 
 
-def test_sentence_flops_count_the_padded_tokens_that_ran_not_max_length():
+def test_sentence_flops_count_the_tokens_that_ran_not_max_length():
     # 100 steps of 64 sentences, batches padded to 21 tokens on average (the fixture's), not 32
     summary = _summary(sentences=6_400, padded_tokens=6_400 * 21)
     row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
@@ -50,17 +50,12 @@ def test_sentence_flops_count_the_padded_tokens_that_ran_not_max_length():
     assert row["tflops_per_s"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32 * 10.0 / 1e12)  # 100 steps / 10 s
     vision = R.cell_row(_summary(sentences=6_400, padded_tokens=1), 1e12, "vision oar", "vision")
     assert vision["step_flops"] == 1e12  # images: no token count
-
-
-def test_a_padding_free_cell_counts_the_real_tokens_that_ran():
+    # a padding-free cell counts the real tokens that ran; a padded one ran the padding
     summary = _summary(sentences=6_400, padded_tokens=6_400 * 30, real_tokens=6_400 * 21)
-    summary["settings"]["padding_free"] = True
-    row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
-    assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32)
-    summary["settings"]["padding_free"] = False  # the padded step ran the padding
-    assert R.cell_row(summary, PLAN_STEP_FLOPS, "s", "sentence")["step_flops"] == pytest.approx(
-        PLAN_STEP_FLOPS * 30 / 32
-    )
+    for padding_free, tokens in ((True, 21), (False, 30)):
+        summary["settings"]["padding_free"] = padding_free
+        row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
+        assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * tokens / 32), padding_free
 
 
 def test_the_rate_leaves_out_each_processs_first_log_interval():
