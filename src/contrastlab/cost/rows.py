@@ -142,9 +142,10 @@ def read_bench(path: str | Path) -> dict[str, Any]:
     return bench_figures(json.loads(path.read_text())) | {"path": label}
 
 
-def _evaluations(row: Mapping[str, Any]) -> int:
-    """Dev evaluations of a trainer run."""
-    return schedule_points(row["settings"]["max_steps"], row["settings"]["eval_every"])
+def _eval_s(row: Mapping[str, Any]) -> float:
+    """Seconds per dev evaluation of a trainer run."""
+    settings = row["settings"]
+    return row["timings"]["eval_s"] / schedule_points(settings["max_steps"], settings["eval_every"])
 
 
 def _dev_calls(row: Mapping[str, Any]) -> int:
@@ -165,11 +166,9 @@ def _sentence(trainer: list[dict[str, Any]], bench: Mapping[str, Any] | None) ->
     flops = training_step_flops(
         BERT_BASE, bf16["settings"]["batch_size"], round(t["padded_tokens"] / t["sentences"])
     )
-    per_eval = {id(r): r["timings"]["eval_s"] / _evaluations(r) for r in (bf16, eager)}
-    rows_512 = mean(r["timings"]["eval_s"] / _evaluations(r) for r in graph)
     dev = {
-        "per_eval_512": bench["dev_per_eval"] if bench else rows_512,
-        "dev_call": (per_eval[id(eager)] - per_eval[id(bf16)]) / (_dev_calls(eager) - _dev_calls(bf16)),
+        "per_eval_512": bench["dev_per_eval"] if bench else mean(_eval_s(r) for r in graph),
+        "dev_call": (_eval_s(eager) - _eval_s(bf16)) / (_dev_calls(eager) - _dev_calls(bf16)),
         "calls_512": _dev_calls(bf16),
         "launch": 1 / eager["timings"]["steps_per_s"] / SENTENCE_STEP_LAUNCHES["bf16"],
         "steps": steps,
