@@ -136,8 +136,7 @@ def _encoding_job(rule: str, choices: Sequence[str], seconds: float, **where: An
 def probe_jobs(grid: cl_config.Grid, calibration: Calibration) -> tuple[int, float]:
     """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
     GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
-    sentence = sum(grid.experiment(c.experiment).track != "vision" for c in grid.cells)
-    jobs = sentence + len(grid.pretrained)
+    jobs = cell_counts(grid)["sentence"] + len(grid.pretrained)
     return jobs, jobs * probe_seconds(grid, calibration) / 3600
 
 
