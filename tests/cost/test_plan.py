@@ -335,21 +335,12 @@ def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys)
 
 def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_path):
     path = tmp_path / "calibration.json"
-    cal = cl_calibration.calibration_from_measurements(
-        [
-            cl_calibration.Measurement("sentence", "bf16", 2e12, 50.0),
-            cl_calibration.Measurement("sentence", "bf16", 2e12, 70.0),
-        ],
-        device="H100",
-        source="gpu-check",
-        overheads_s={"train_startup": 42.0},
-    )
-    cl_calibration.write_calibration(path, cal)
-    loaded = cl_calibration.load_calibration(path)
+    rates = [cl_calibration.Measurement("sentence", "bf16", 2e12, steps) for steps in (50.0, 70.0)]
+    loaded = written_calibration(path, rates, "H100", "gpu-check", overheads_s={"train_startup": 42.0})
     assert loaded.achieved_tflops["sentence"]["bf16"] == 120.0 and loaded.measured
     assert loaded.overheads_s["train_startup"] == 42.0
     assert "sentence/fp32" in loaded.filled_from_default and "measured" in loaded.describe()
-    path.write_text(json.dumps({**cal, "achieved_tflops": {"vision": {"bf16": -1}}}))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "achieved_tflops": {"vision": {"bf16": -1}}}))
     with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive finite number"):
         cl_calibration.load_calibration(path)
 
