@@ -127,8 +127,7 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
     assert bool(summary.group(1)) == (chosen == "bf16")
 
 
-# --- image cells by hand (issue 76 item 4): what the trainer runs on scikit-learn's digits (1,437 training
-# images), the demo's image dataset, against the plan's count of it -------------------------------------
+# --- image cells by hand: what the trainer runs on the demo's digits (1,437 training images) against the plan
 
 
 def _digits_cell(method: str = "infonce", **training):

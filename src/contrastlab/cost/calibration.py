@@ -23,7 +23,7 @@ import yaml
 from contrastlab.config import Grid
 from contrastlab.cost.cards import DEFAULT_GPU_MODEL, GPU_PEAKS, RUNS_AS, model_of
 from contrastlab.cost.flops import CellWork
-from contrastlab.paths import Results
+from contrastlab.paths import Results, write_json
 from contrastlab.precision import RESOLVED
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
@@ -329,10 +329,9 @@ def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
-    """Write ``calibration`` as JSON, then check that :func:`load_calibration` accepts it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(calibration), indent=1, sort_keys=True) + "\n")
+    """Write ``calibration`` as JSON (:func:`~contrastlab.paths.write_json`), then check that
+    :func:`load_calibration` accepts it."""
+    write_json(path, dict(calibration))
     load_calibration(path)
     return Path(path)
 

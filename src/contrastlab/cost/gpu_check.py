@@ -42,7 +42,7 @@ from contrastlab.data.acquire import data_marker_path
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, write_text
 from contrastlab.senteval.tasks import load_sts_pairs
 from contrastlab.training.snapshots import MARKER, MARKER_VARIABLE
 
@@ -374,8 +374,7 @@ def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
     raw["data"]["wiki_path"] = str(write_demo_corpus(corpus, lines, per_line=SENTENCES_PER_LINE))
     config = cl_config.validate(raw)
     configfile = Path(config["results_dir"]) / "gpu-check.config.yaml"
-    configfile.parent.mkdir(parents=True, exist_ok=True)
-    configfile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    write_text(configfile, yaml.safe_dump(raw, sort_keys=False))
     return config, configfile
 
 

@@ -43,6 +43,7 @@ from contrastlab.cost.provenance import moved_rules, status_items
 from contrastlab.cost.schedule import schedule_blocks
 from contrastlab.cost.summary import summary_blocks
 from contrastlab.papers import PAPERS
+from contrastlab.paths import write_text
 from contrastlab.precision import RESOLVED
 
 #: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
@@ -368,10 +369,7 @@ def plan_report(
     if echo:
         print(text)
     out = Path(out_dir or grid.results.plan)
-    out.mkdir(parents=True, exist_ok=True)
-    markdown = out / "plan.md"
-    markdown.write_text(text + "\n", encoding="utf-8")
-    return [markdown, write_plan_csv(out / "plan.csv", jobs)]
+    return [write_text(out / "plan.md", text + "\n"), write_plan_csv(out / "plan.csv", jobs)]
 
 
 def _priced_grid(
