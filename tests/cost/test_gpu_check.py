@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
@@ -201,8 +202,6 @@ def _job_summary(**extra) -> dict:
 def test_the_presets_corpus_fills_the_plans_rows(tmp_path, minilm_dir):
     """Every line of the preset's training corpus tokenises to at least max_length, so each batch is the
     64 x 32 rows a calibrated rate is priced for (the fixture's own lines average 12.5 of 32 tokens)."""
-    from transformers import AutoTokenizer
-
     args = argparse.Namespace(toy=False, results_dir=str(tmp_path), resources_dir=None)
     config, _ = gpu_check._preset(args)
     grid = cl_config.Grid(config)
