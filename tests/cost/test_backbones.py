@@ -15,6 +15,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.families import TEXT_FAMILIES
 from contrastlab.paths import REPO_ROOT
+from tests.cost.common import NIE
 
 CONFIG = REPO_ROOT / "config.yaml"
 
@@ -70,14 +71,9 @@ def test_an_unknown_hub_id_is_priced_as_the_family_it_names_and_the_plan_says_so
     grid = cl_config.Grid(_config({"bert-base": named, "roberta-base": "org/sentence-encoder"}))
     bert = backbones.backbone_transformer(grid, "bert-base")
     other = backbones.backbone_transformer(grid, "roberta-base")
-    assert (bert.model_type, bert.model_type_from, other.model_type, other.model_type_from) == (
-        "bert",
-        "id",
-        "",
-        "",
-    )
-    nie = cl_config.Cell("nie2023", "bert-base", "cl", 42)  # IEEE fp32
-    assert cl_flops.cell_work(grid, nie).padding_free
+    assert (bert.model_type, bert.model_type_from) == ("bert", "id")
+    assert (other.model_type, other.model_type_from) == ("", "")
+    assert cl_flops.cell_work(grid, NIE).padding_free  # IEEE fp32
     assert not cl_flops.cell_work(grid, cl_config.Cell("nie2023", "roberta-base", "cl", 42)).padding_free
     first, second = [paragraph.text for paragraph in plan.step_mode_blocks(grid)]
     assert f"`bert-base` (`{named}`)" in first and "as a `bert`, the family its id names" in first
@@ -116,11 +112,8 @@ def test_a_fetched_config_json_of_every_listed_family_is_priced_by_the_plan(tmp_
     model = backbones.backbone_transformer(grid, "bert-base")
     # transformers' own attribute names answer for every family (its attribute_map: DistilBERT's dim)
     assert (model.model_type, model.model_type_from, model.source) == (model_type, "config", str(path))
-    assert (model.hidden, model.layers, model.heads) == (
-        fetched.hidden_size,
-        fetched.num_hidden_layers,
-        fetched.num_attention_heads,
-    )
+    shape = (fetched.hidden_size, fetched.num_hidden_layers, fetched.num_attention_heads)
+    assert (model.hidden, model.layers, model.heads) == shape
     calibration = cl_calibration.load_calibration()
     jobs = plan.make_plan(grid, calibration, points=plan.plan_points(grid, calibration))
     hours = {job.cell: job.seconds[plan.AS_CONFIGURED] / 3600 for job in jobs if job.rule == "train"}
@@ -132,11 +125,8 @@ def test_precision_auto_is_priced_as_the_card_resolves_it(card, native):
     config = _config(gpu_model=card)
     config["precision_override"] = "auto"
     grid = cl_config.Grid(config)
-    nie, oar = (
-        cl_config.Cell("nie2023", "bert-base", "cl", 42),
-        cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr0.01", 42),
-    )
-    work, image = cl_flops.cell_work(grid, nie), cl_flops.cell_work(grid, oar)
+    oar = cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr0.01", 42)
+    work, image = cl_flops.cell_work(grid, NIE), cl_flops.cell_work(grid, oar)
     assert cards.native_bf16(card) is native
     assert (work.precision, work.padding_free, work.graphed) == (
         ("bf16", False, True) if native else ("fp32", True, False)

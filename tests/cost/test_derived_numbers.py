@@ -17,6 +17,7 @@ from contrastlab.cost import plan, rows
 from contrastlab.cost.schedule import schedule_blocks
 from contrastlab.paths import REPO_ROOT
 from tests.cost.common import H100, H200, config_grid, config_yaml, planned
+from tests.cost.test_plan import _toy_work
 
 
 def test_the_padding_free_ratio_is_rebuilt_from_the_committed_benchmark():
@@ -126,8 +127,7 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
     assert bool(summary.group(1)) == (chosen == "bf16")
 
 
-# --- image cells by hand (issue 76 item 4): what the trainer runs on scikit-learn's digits (1,437 training
-# images), the demo's image dataset, against the plan's count of it -------------------------------------
+# --- image cells by hand: what the trainer runs on the demo's digits (1,437 training images) against the plan
 
 
 def _digits_cell(method: str = "infonce", **training):
@@ -144,11 +144,8 @@ def _digits_cell(method: str = "infonce", **training):
     grid = cl_config.Grid(cl_config.validate(config))
     cell = cl_config.Cell("oar_cifar10", "resnet18-w8", f"{method}-lr0.01", 42)
     keys = {f.name for f in dataclasses.fields(VisionTrainSettings)}
-    return (
-        grid,
-        cell,
-        VisionTrainSettings.from_dict({k: v for k, v in grid.settings(cell).items() if k in keys}),
-    )
+    settings = {k: v for k, v in grid.settings(cell).items() if k in keys}
+    return grid, cell, VisionTrainSettings.from_dict(settings)
 
 
 def _trainer_counts(s) -> tuple[int, int, int, bool]:
@@ -226,16 +223,9 @@ def test_uneven_image_splits_are_planned_as_the_trainer_runs_them(training, coun
 def test_a_sentence_cells_sentences_are_counted_as_the_trainer_takes_them():
     """The trainer holds the probe's sentences out of the corpus first and then caps at ``max_sentences``
     (training.sentence: ``min(len - probe, max_sentences)``); a ``max_steps`` past the epoch is run whole."""
-    from tests.cost.test_plan import _toy_config
-
+    probe = {"analysis_every": 50, "analysis_sentences": 64, "analysis_holdout": True}
     # 2,000 - 64 held out = 1,936; capped at 1,000: 62 steps of 16 (not (1,000 - 64) // 16 = 58)
-    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True, max_sentences=1000)
-    grid = cl_config.Grid(config)
-    assert cl_flops.cell_work(grid, grid.cells[0]).steps == 1000 // 16 == 62
+    assert _toy_work(**probe, max_sentences=1000).steps == 1000 // 16 == 62
     # the cap above what is left after the probe: 1,936 // 16 = 121
-    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True, max_sentences=1990)
-    grid = cl_config.Grid(config)
-    assert cl_flops.cell_work(grid, grid.cells[0]).steps == 1936 // 16 == 121
-    config = _toy_config(max_steps=200)  # 2,000 // 16 = 125 steps an epoch; the trainer runs 200
-    grid = cl_config.Grid(config)
-    assert cl_flops.cell_work(grid, grid.cells[0]).steps == 200
+    assert _toy_work(**probe, max_sentences=1990).steps == 1936 // 16 == 121
+    assert _toy_work(max_steps=200).steps == 200  # 2,000 // 16 = 125 steps an epoch; the trainer runs 200

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
@@ -42,7 +43,7 @@ def _summary(**timings) -> dict:
     }
 
 
-def test_sentence_flops_count_the_padded_tokens_that_ran_not_max_length():
+def test_sentence_flops_count_the_tokens_that_ran_not_max_length():
     # 100 steps of 64 sentences, batches padded to 21 tokens on average (the fixture's), not 32
     summary = _summary(sentences=6_400, padded_tokens=6_400 * 21)
     row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
@@ -50,17 +51,12 @@ def test_sentence_flops_count_the_padded_tokens_that_ran_not_max_length():
     assert row["tflops_per_s"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32 * 10.0 / 1e12)  # 100 steps / 10 s
     vision = R.cell_row(_summary(sentences=6_400, padded_tokens=1), 1e12, "vision oar", "vision")
     assert vision["step_flops"] == 1e12  # images: no token count
-
-
-def test_a_padding_free_cell_counts_the_real_tokens_that_ran():
+    # a padding-free cell counts the real tokens that ran; a padded one ran the padding
     summary = _summary(sentences=6_400, padded_tokens=6_400 * 30, real_tokens=6_400 * 21)
-    summary["settings"]["padding_free"] = True
-    row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
-    assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32)
-    summary["settings"]["padding_free"] = False  # the padded step ran the padding
-    assert R.cell_row(summary, PLAN_STEP_FLOPS, "s", "sentence")["step_flops"] == pytest.approx(
-        PLAN_STEP_FLOPS * 30 / 32
-    )
+    for padding_free, tokens in ((True, 21), (False, 30)):
+        summary["settings"]["padding_free"] = padding_free
+        row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
+        assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * tokens / 32), padding_free
 
 
 def test_the_rate_leaves_out_each_processs_first_log_interval():
@@ -128,13 +124,11 @@ def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
     rows = []
     for precision, f in H200_2026_11_28.items():
         work = cell_work(grid, cells[precision])
-        summary = {
+        summary = _summary(train_s=300 / f["rate"], eval_s=f["dev"], state_s=f["snapshots"]) | {
             "steps": 300,
             "precision": precision,
             "device_name": "NVIDIA H200",
-            "settings": {"max_length": 32},
             "evals": [{"step": s, "seconds": f["dev"] / 4} for s in (0, 100, 200, 300)],
-            "timings": {"train_s": 300 / f["rate"], "eval_s": f["dev"], "state_s": f["snapshots"]},
         }
         row = R.cell_row(
             summary,
@@ -208,8 +202,6 @@ def _job_summary(**extra) -> dict:
 def test_the_presets_corpus_fills_the_plans_rows(tmp_path, minilm_dir):
     """Every line of the preset's training corpus tokenises to at least max_length, so each batch is the
     64 x 32 rows a calibrated rate is priced for (the fixture's own lines average 12.5 of 32 tokens)."""
-    from transformers import AutoTokenizer
-
     args = argparse.Namespace(toy=False, results_dir=str(tmp_path), resources_dir=None)
     config, _ = gpu_check._preset(args)
     grid = cl_config.Grid(config)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from contrastlab import config as cl_config
 from contrastlab.blocks import markdown_lines
 from contrastlab.cost.measured import (
     cost_blocks,
@@ -15,11 +17,12 @@ from contrastlab.cost.measured import (
     per_cell,
     per_paper,
     per_rule,
+    per_training_job,
     read_benchmark,
     read_job_costs,
     warm_usage_path,
 )
-from contrastlab.paths import Results
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 
 MPT, CL = "nie2023/bert-base/mpt/seed42", "nie2023/bert-base/cl/seed42"
@@ -96,8 +99,6 @@ def test_a_warm_jobs_own_peak_memory_replaces_the_handing_over_process(results):
     """A job started warm (contrastlab.workflow.warm) wrote its own peak beside the benchmark file, which
     measured only the small process that handed the job over; a record older than the benchmark file by
     more than a job's end is an earlier run's, and is not read."""
-    import os
-
     tsv = results / "benchmarks/encode/nie2023/bert-base/cl/seed42.tsv"
     usage = warm_usage_path(tsv)
     assert usage == tsv.with_name("seed42.warm.json")
@@ -232,12 +233,6 @@ def test_migrate_benchmarks_moves_an_older_runs_files_to_their_rules_folders(res
     assert migrate_benchmarks(results) == []
 
 
-def test_a_damaged_benchmark_file_names_itself(tmp_path):
-    bench(tmp_path, "train/a/b/c/seed1.tsv", ("NA", "1"))
-    with pytest.raises(ValueError, match="seed1.tsv"):
-        read_job_costs(tmp_path)
-
-
 def test_cost_lines_without_benchmarks_say_so_in_one_line(tmp_path):
     lines = [line for line in cost_lines(tmp_path / "results") if line]
     assert lines[0] == "## Cost" and len(lines) == 2 and "No benchmark files" in lines[1]
@@ -257,8 +252,10 @@ def test_the_report_shows_the_cost_section(results, tmp_path):
     assert "No benchmark files under" in (tmp_path / "empty" / "report.md").read_text()
 
 
-def test_the_report_leaves_out_a_damaged_benchmark_file_and_says_so(results):
+def test_a_damaged_benchmark_file_names_itself_and_the_report_leaves_it_out_and_says_so(results):
     bench(results, "train/nie2023/bert-base/dcl/seed42.tsv", ("NA", "1"))
+    with pytest.raises(ValueError, match="dcl/seed42.tsv"):
+        read_job_costs(results)
     text = "\n".join(cost_lines(results))
     assert "Left out: 1 benchmark files without a wall time" in text and "dcl/seed42.tsv" in text
     assert "| nie2023 | 5 | 2 |" in text
@@ -284,9 +281,6 @@ def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
 
 
 def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
-    from contrastlab import config as cl_config
-    from contrastlab.paths import REPO_ROOT
-
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     build_report(Results(tmp_path), config)
     section = (tmp_path / "report.md").read_text().split("## Cost", 1)[1]
@@ -298,8 +292,6 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
 def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     """A training log's end record gives one row: how the job started, each phase, and the start-up
     outside its work (43 − 3.9 − 1.7 − 0.4 − 1.0 = 36.0 s), beside Snakemake's wall time."""
-    from contrastlab.cost.measured import per_training_job
-
     r = tmp_path / "results"
     cell = "gpu_check/bert-base-random/bf16/seed42"
     train_log(r, cell, "cuda", 2.5)

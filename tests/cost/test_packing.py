@@ -13,13 +13,15 @@ import re
 import sys
 
 import pytest
+import torch
 
 from contrastlab import config as cl_config
 from contrastlab.blocks import to_markdown
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
-from contrastlab.cost import packing, packing_measure, plan
+from contrastlab.cost import gpu_check, packing, packing_measure, plan, rows
 from contrastlab.paths import REPO_ROOT
+from contrastlab.precision import resolve
 from tests.cost.common import H100, H200, config_grid, flat_rates, preset_grid, written_calibration
 from tests.cost.test_plan import _toy_config
 
@@ -112,8 +114,6 @@ def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps
 
 
 def test_the_h200_files_packing_is_its_pack_rows_over_one_cell_alone():
-    from contrastlab.cost import rows
-
     built = rows.h200_packing(REPO_ROOT / rows.H200_PACK)
     assert built == json.loads(H200.read_text())["packing"]
     # by hand, from pack.json's sums: 72.6953 and 72.7019 without MPS, 88.6979 and 93.3715 with it
@@ -240,13 +240,8 @@ def test_a_pack_is_a_job_group_of_its_share():
 
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):
-    data = cl_calibration.calibration_from_measurements(
-        [], device="toy", source="test", packing={"speedup": {"bf16": {2: -1.0}}}
-    )
-    path = tmp_path / "cal.json"
-    path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=r"packing\.speedup\.bf16\.2 must be .* a positive number, got -1"):
-        cl_calibration.load_calibration(path)
+        written_calibration(tmp_path / "cal.json", [], packing={"speedup": {"bf16": {2: -1.0}}})
 
 
 @pytest.fixture
@@ -261,11 +256,6 @@ def no_fork_server_running():
 def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices():
     """make gpu-check packs each copy in the mode the trainer's own rule decides for its cell's settings,
     the one the plan prices; on a CPU every step is eager."""
-    import torch
-
-    from contrastlab.cost import gpu_check
-    from contrastlab.precision import resolve
-
     grid = preset_grid()
     modes = {}
     for cell in grid.cells:

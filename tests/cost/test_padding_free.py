@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from contrastlab.cost import backbones, tokens
+from contrastlab.cost import backbones
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.precision import resolve
@@ -48,14 +48,6 @@ def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
     assert cl_flops.padding_free_fraction(model, 32, 22) == pytest.approx(
         11_340_435_456 / 16_443_703_296, rel=1e-15
     )  # 0.68965: the linear layers alone would give 22/32 = 0.6875
-
-
-def test_wiki1m_profile_gives_21_9_real_tokens_of_32():
-    assert sum(tokens.WIKI1M_TOKEN_LENGTHS) == 11_914
-    assert cl_flops.profile_real_tokens(32) == 260_875 / 11_914  # 21.8965
-    # a shorter row truncates more sentences; a longer one is priced as if the capped ones filled it
-    assert cl_flops.profile_real_tokens(3) == 3
-    assert cl_flops.profile_real_tokens(64) == (260_875 - 3229 * 32 + 3229 * 64) / 11_914
 
 
 def test_the_rule_is_the_trainers_default_and_an_explicit_setting_wins():

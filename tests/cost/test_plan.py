@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -20,6 +21,7 @@ from contrastlab.cost.backbones import transformer_parameters
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
 from tests.cost.common import (
+    CHOICES,
     H100,
     MACL_IMAGES,
     OAR,
@@ -32,6 +34,8 @@ from tests.cost.common import (
 #: A random BERT of hidden 32, 2 layers, feed-forward 64. Per layer: 4·32² + 4·32 (Q, K, V, output)
 #: + 2·32·64 + 64 + 32 (feed-forward) + 4·32 (two LayerNorms) = 4096 + 128 + 4096 + 96 + 128 = 8544.
 TOY_NON_EMBEDDING = 2 * 8544
+#: config/demo.yaml's tiny random BERT.
+TINY_BERT = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"]["tiny-bert"]
 
 
 def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
@@ -40,12 +44,7 @@ def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
             "seeds": list(seeds),
             "data": {"fixture": True, "fixture_corpus_sentences": 2000},
             "backbones": {
-                "toy": {
-                    "random": yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"][
-                        "tiny-bert"
-                    ]["random"],
-                    "tokenizer_from": "ref",
-                },
+                "toy": {"random": dict(TINY_BERT["random"]), "tokenizer_from": "ref"},
                 "ref": {"hf_id": "bert-base-uncased"},
             },
             "training": {
@@ -119,13 +118,17 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     assert plan.probe_jobs(grid, cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
 
 
+def _toy_work(**training) -> cl_flops.CellWork:
+    """The work of the toy config's first cell, its ``training`` updated."""
+    grid = cl_config.Grid(_toy_config(**training))
+    return cl_flops.cell_work(grid, grid.cells[0])
+
+
 def test_analysis_probe_and_holdout_flops():
-    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
-    work = cl_flops.cell_work(cl_config.Grid(config), cl_config.Grid(config).cells[0])
+    work = _toy_work(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
     assert work.steps == (2000 - 64) // 16 == 121  # the probe is held out of training
-    dev_part = (
-        64 * cl_flops.STSB_DEV_TOKENS / cl_flops.STSB_DEV_SENTENCES
-    )  # as many dev sentences as the probe
+    # as many dev sentences as the probe
+    dev_part = 64 * cl_flops.STSB_DEV_TOKENS / cl_flops.STSB_DEV_SENTENCES
     # at steps 0, 50, 100, 121: two views of 64 probe sentences × 32 tokens and of 64 dev sentences
     assert work.analysis_flops == pytest.approx(4 * 2 * 17_088 * 2 * (64 * 32 + dev_part))
 
@@ -152,10 +155,9 @@ def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
     """``precision_override`` moves the OAR (fp32 as configured) and MACL (``auto``: bf16) columns; the
     image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
     jobs = plan.make_plan(config_grid(), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION))
-    choices = ("config", "fp32", "tf32", "bf16")
 
     def hours(experiments):
-        return {c: sum(j.seconds[c] for j in jobs if j.experiment in experiments) / 3600 for c in choices}
+        return {c: sum(j.seconds[c] for j in jobs if j.experiment in experiments) / 3600 for c in CHOICES}
 
     oar, macl = hours({"oar_cifar10", "oar_cifar100"}), hours({"macl_cifar10"})
     assert oar["config"] == oar["fp32"] > oar["tf32"] > oar["bf16"] > 0
@@ -270,11 +272,8 @@ def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_it
     assert small.step_launches == 2 * cl_flops.AUGMENT_LAUNCHES + 214 + cl_flops.STEP_LAUNCHES == 875
     flop_s = cal.seconds(small.step_flops, "vision", "bf16")
     assert flop_s < small.step_launches * launch  # host-bound at batch 64
-    assert (
-        cl_calibration.step_seconds(small, cal)
-        == pytest.approx(875 * launch)
-        == pytest.approx(1 / 36, rel=1e-3)
-    )
+    seconds = cl_calibration.step_seconds(small, cal)
+    assert seconds == pytest.approx(875 * launch) == pytest.approx(1 / 36, rel=1e-3)
     # One augmentation call for both views (augment_calls: one) saves a call's launches per step.
     one = cl_flops._vision_work(grid, macl, dict(grid.settings(macl)) | {"augment_calls": "one"}, True)
     assert small.step_launches - one.step_launches == cl_flops.AUGMENT_LAUNCHES
@@ -336,21 +335,12 @@ def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys)
 
 def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_path):
     path = tmp_path / "calibration.json"
-    cal = cl_calibration.calibration_from_measurements(
-        [
-            cl_calibration.Measurement("sentence", "bf16", 2e12, 50.0),
-            cl_calibration.Measurement("sentence", "bf16", 2e12, 70.0),
-        ],
-        device="H100",
-        source="gpu-check",
-        overheads_s={"train_startup": 42.0},
-    )
-    cl_calibration.write_calibration(path, cal)
-    loaded = cl_calibration.load_calibration(path)
+    rates = [cl_calibration.Measurement("sentence", "bf16", 2e12, steps) for steps in (50.0, 70.0)]
+    loaded = written_calibration(path, rates, "H100", "gpu-check", overheads_s={"train_startup": 42.0})
     assert loaded.achieved_tflops["sentence"]["bf16"] == 120.0 and loaded.measured
     assert loaded.overheads_s["train_startup"] == 42.0
     assert "sentence/fp32" in loaded.filled_from_default and "measured" in loaded.describe()
-    path.write_text(json.dumps({**cal, "achieved_tflops": {"vision": {"bf16": -1}}}))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "achieved_tflops": {"vision": {"bf16": -1}}}))
     with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive finite number"):
         cl_calibration.load_calibration(path)
 
@@ -492,19 +482,13 @@ def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():
 )
 def test_gpu_peaks_tell_a_familys_pcie_and_nvl_cards_from_its_sxm_card(device_name, bf16):
     """MFU divides by the card's own peak: a PCIe or NVL H100 matched as "H100" got the SXM5 peak."""
-    from contrastlab.cost.calibration import peak_tflops
-
-    assert peak_tflops(device_name, "bf16")[0] == bf16
-    assert peak_tflops("NVIDIA GeForce RTX 4090", "bf16")[0] is None
+    assert cl_calibration.peak_tflops(device_name, "bf16")[0] == bf16
+    assert cl_calibration.peak_tflops("NVIDIA GeForce RTX 4090", "bf16")[0] is None
 
 
 def test_the_plan_states_the_disk_a_run_needs():
     """Kept checkpoints = fp32 weights of every trained cell; the snapshot of the largest
     cell (weights, Adam moments, best checkpoint: 16 bytes a parameter); the searches' points apart."""
-    from types import SimpleNamespace
-
-    from contrastlab.cost.plan import disk_blocks
-
     grid = cl_config.Grid(
         {
             "backbones": {"base": {"params_millions": 100}, "large": {"params_millions": 300}},
@@ -517,24 +501,20 @@ def test_the_plan_states_the_disk_a_run_needs():
         SimpleNamespace(rule="train", cell="nie/large/cl/seed42"),
     ]
     searches = [SimpleNamespace(rule="train", cell=f"nie/base/cl~p{i}/seed42") for i in range(30)]
-    (disk,) = disk_blocks(grid, jobs, searches)
+    (disk,) = plan.disk_blocks(grid, jobs, searches)
     assert disk.text.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
     assert "keep 12 GB more (30 points" in disk.text
 
 
 def test_memory_rows_name_the_smallest_card_a_kind_fits():
     """The searches' batch-512 large-model points (about 61 GiB) need an 80-GiB card."""
-    from types import SimpleNamespace
-
-    from contrastlab.cost.plan import memory_rows
-
     jobs = [
         SimpleNamespace(kind="bert-large batch 512 fp32", peak_gib=60.7),
         SimpleNamespace(kind="bert-large batch 512 fp32", peak_gib=60.7),
         SimpleNamespace(kind="bert-base batch 64 fp32", peak_gib=5.2),
         SimpleNamespace(kind="", peak_gib=0.0),  # an evaluation job: no row
     ]
-    rows = memory_rows(jobs, SimpleNamespace(gpu_memory_gib=40.0))
+    rows = plan.memory_rows(jobs, SimpleNamespace(gpu_memory_gib=40.0))
     assert [(r["cell kind"], r["cells"], r["fits"], r["smallest card"]) for r in rows] == [
         ("bert-base batch 64 fp32", "1", "yes", "24 GiB"),
         ("bert-large batch 512 fp32", "2", "no (> 40)", "80 GiB"),

@@ -81,11 +81,11 @@ def _transformer(
     return Transformer(hidden, layers, intermediate, heads, non_embedding, total, source, model_type)
 
 
-def _from_hf_config(path: Path) -> Transformer:
-    """A fetched backbone's architecture from its config.json, by its family's key names."""
-    s = config_shape(json.loads(path.read_text()), str(path))
+def _from_config(config: dict, source: str) -> Transformer:
+    """An architecture from a config.json's keys, by its family's names (:func:`config_shape`)."""
+    s = config_shape(config, source)
     shape = (s.hidden, s.layers, s.intermediate, s.heads, s.vocab, s.positions, s.token_types)
-    return _transformer(*shape, str(path), s.model_type)
+    return _transformer(*shape, source, s.model_type)
 
 
 def model_type_named_by(hf_id: str) -> str:
@@ -121,22 +121,12 @@ def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
     if known:
         model_type, *shape = known
         return _transformer(*shape, f"{hf_id}'s config", model_type)
-    if "random" in spec:
-        r = spec["random"]
-        return _transformer(
-            r.get("hidden_size", 768),
-            r.get("num_hidden_layers", 12),
-            r.get("intermediate_size", 3072),
-            r.get("num_attention_heads", 12),
-            r.get("vocab_size", 30522),
-            r.get("max_position_embeddings", 512),
-            r.get("type_vocab_size", 2),
-            "its random BertConfig",
-            "bert",
-        )
+    if "random" in spec:  # transformers' BertConfig defaults (BERT-base's) where the spec leaves one out
+        sizes = {"hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072}
+        return _from_config({**sizes, **spec["random"], "model_type": "bert"}, "its random BertConfig")
     for candidate in candidates:
         if candidate.is_file():
-            return _from_hf_config(candidate)
+            return _from_config(json.loads(candidate.read_text()), str(candidate))
     n = int(float(spec.get("params_millions", 110)) * 1e6)
     named = model_type_named_by(hf_id)
     source = "params_millions (no architecture known)"

@@ -80,16 +80,13 @@ def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) ->
     candidates = cl_search.search_points(grid)
     for experiment, group in grouped(candidates, lambda p: p.experiment).items():
         spec = grid.experiment(experiment).search or {}
-        if spec.get("budget_gpu_hours") is None:
+        budget = spec.get("budget_gpu_hours")
+        if budget is None:
             continue
         fingerprint = _search_fingerprint(spec, group)
         if (pins.get(experiment) or {}).get("fingerprint") != fingerprint:
             kept = [_point_id(p) for p in points if p.experiment == experiment]
-            pins[experiment] = {
-                "fingerprint": fingerprint,
-                "budget_gpu_hours": spec["budget_gpu_hours"],
-                "points": kept,
-            }
+            pins[experiment] = {"fingerprint": fingerprint, "budget_gpu_hours": budget, "points": kept}
     if not pins:
         return None
     path = Path(grid.results.budget_pins)

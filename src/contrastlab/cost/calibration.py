@@ -23,7 +23,7 @@ import yaml
 from contrastlab.config import Grid
 from contrastlab.cost.cards import DEFAULT_GPU_MODEL, GPU_PEAKS, RUNS_AS, model_of
 from contrastlab.cost.flops import CellWork
-from contrastlab.paths import Results
+from contrastlab.paths import Results, write_json
 from contrastlab.precision import RESOLVED
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
@@ -219,22 +219,14 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         str(packing.get("source") or ""),
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
-        # a ratio is one card's measurement: never taken from the default file
         padding_free_ratio={precision: float(value) for precision, value in ratios.items()},
-        **_from_gpu_check(data, packing, chosen),
-    )
-
-
-def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    """:class:`Calibration`'s ``packing_variants`` (the figures beside ``speedup``) and ``missing_parts``."""
-    return {
-        "packing_variants": {
+        packing_variants={
             k: f
             for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
-            if (f := _packing_speedup(packing, path, k))
+            if (f := _packing_speedup(packing, chosen, k))
         },
-        "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
-    }
+        missing_parts=tuple(str(part) for part in data.get("missing_parts") or ()),
+    )
 
 
 def _packing_speedup(
@@ -337,10 +329,9 @@ def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
-    """Write ``calibration`` as JSON, then check that :func:`load_calibration` accepts it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(calibration), indent=1, sort_keys=True) + "\n")
+    """Write ``calibration`` as JSON (:func:`~contrastlab.paths.write_json`), then check that
+    :func:`load_calibration` accepts it."""
+    write_json(path, dict(calibration))
     load_calibration(path)
     return Path(path)
 

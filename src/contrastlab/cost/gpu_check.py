@@ -42,7 +42,7 @@ from contrastlab.data.acquire import data_marker_path
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, write_text
 from contrastlab.senteval.tasks import load_sts_pairs
 from contrastlab.training.snapshots import MARKER, MARKER_VARIABLE
 
@@ -326,15 +326,15 @@ def _measured(
     jobs, evaluations = [], []
     cells = {cell.path: cell for cell in grid.cells}
     for j in costs:
-        row = trained.get((j.rule, j.cell)) or {}
-        if j.rule in ("encode", "encode_vision") and j.cell in cells:
-            row = _encoding_record(grid, cells[j.cell])  # its start and phases, as the metrics keep them
         place = (j.rule, j.cell)
+        encoding = j.rule in ("encode", "encode_vision") and j.cell in cells
+        # an encoding's start and phases as its metrics keep them
+        row = _encoding_record(grid, cells[j.cell]) if encoding else trained.get(place) or {}
         jobs.append(
             {"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "planned": {"shipped": planned.get(place)}}
             | {key: row.get(key) for key in ("start", "phases", "startup_s")}
         )
-        if j.rule in ("encode", "encode_vision") and j.cell in works:
+        if encoding:
             # The job's own encoding seconds where its metrics keep them: the preset encodes a fixture of
             # a few hundred sentences, and the full benchmark's FLOPs that the plan prices took longer than
             # the whole job on the H200 (a start-up below 0, written as 0 s).
@@ -374,8 +374,7 @@ def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
     raw["data"]["wiki_path"] = str(write_demo_corpus(corpus, lines, per_line=SENTENCES_PER_LINE))
     config = cl_config.validate(raw)
     configfile = Path(config["results_dir"]) / "gpu-check.config.yaml"
-    configfile.parent.mkdir(parents=True, exist_ok=True)
-    configfile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    write_text(configfile, yaml.safe_dump(raw, sort_keys=False))
     return config, configfile
 
 

@@ -33,13 +33,11 @@ from contrastlab.cost.calibration import (
     vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
-from contrastlab.cost.measured import grouped
+from contrastlab.cost.measured import NONE, grouped
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
 PARTS = ("cells", "checks", "packing")
-#: Shown where a figure is unknown.
-NONE = "—"
 #: The phases a training job records (``phases`` of its summary), in the order of the report's columns.
 PHASES = (
     ("interpreter_s", "interpreter"),

@@ -189,10 +189,8 @@ def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]
         rule = None
         if step == "figures" and len(place) == 1:
             name = place[0]
-            rule, place = (
-                (f"figure_analytic_{name.removesuffix('-analytic')}" if name.endswith("-analytic") else name),
-                [],
-            )
+            rule = f"figure_analytic_{name.removesuffix('-analytic')}" if name.endswith("-analytic") else name
+            place = []
         elif step in ("encode", "evaluate") and place[:1] == ["pretrained"]:
             rule = f"{step}_pretrained"
         elif step in ("train", "encode", "evaluate") and len(place) == 4:

@@ -128,14 +128,17 @@ def chosen_share(work: Any, calibration: Any, gpu_share: int, mps: bool) -> int:
     return max(fits, key=lambda n: (speedup(figures, n), -n))
 
 
+def gpu_share(grid: Grid) -> tuple[int, bool]:
+    """``resources.gpu_share`` (training jobs per GPU at most; 1 when the jobs run on the CPU) and
+    whether they run under MPS (:func:`mps_asked`), which picks the packing figures."""
+    return (grid.compute.get("gpu_share", 1) if grid.compute.get("gpu") else 1), mps_asked(grid)
+
+
 def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int:
     """The ``gpu_share`` resource of a training job: its cell's :func:`chosen_share` as configured; 1 when
     packing is off or the job runs on the CPU. ``calibration()`` is called only when packing is on."""
-    resources = grid.compute
-    share = resources.get("gpu_share", 1)
-    if share == 1 or not resources.get("gpu"):
-        return 1
-    return chosen_share(cell_work(grid, cell, point=point), calibration(), share, mps_asked(grid))
+    share, mps = gpu_share(grid)
+    return 1 if share == 1 else chosen_share(cell_work(grid, cell, point=point), calibration(), share, mps)
 
 
 def pack_group(share: int) -> str | None:

@@ -314,6 +314,5 @@ def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool
 def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:
     """Whether the image trainer captures the step of a cell's ``settings`` on ``device`` over
     ``n_images`` training images (:func:`contrastlab.training.capture.for_device`)."""
-    return capture.for_device(VisionTrainSettings.from_dict(settings), device, n_images=n_images)[
-        0
-    ].cuda_graph
+    decided, _ = capture.for_device(VisionTrainSettings.from_dict(settings), device, n_images=n_images)
+    return decided.cuda_graph

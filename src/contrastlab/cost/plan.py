@@ -38,11 +38,12 @@ from contrastlab.cost.calibration import (
 from contrastlab.cost.cards import native_bf16
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork, cell_work, senteval_tokens
 from contrastlab.cost.measured import grouped, hms
-from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_blocks
+from contrastlab.cost.packing import chosen_share, gpu_share, packed_seconds, packing_blocks
 from contrastlab.cost.provenance import moved_rules, status_items
 from contrastlab.cost.schedule import schedule_blocks
 from contrastlab.cost.summary import summary_blocks
 from contrastlab.papers import PAPERS
+from contrastlab.paths import write_text
 from contrastlab.precision import RESOLVED
 
 #: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
@@ -101,12 +102,6 @@ def _pretrained_work(grid: cl_config.Grid, backbone: str, priced: Priced | None 
     return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(grid), 0, 0, "")
 
 
-def _gpu_share(grid: cl_config.Grid) -> tuple[int, bool]:
-    """``resources.gpu_share`` (training jobs per GPU at most; 1 when the jobs run on the CPU) and
-    whether they run under MPS (``resources.mps``), which picks the packing figures."""
-    return (grid.compute.get("gpu_share", 1) if grid.compute.get("gpu") else 1), mps_asked(grid)
-
-
 def _training_job(
     share: tuple[int, bool],
     calibration: Calibration,
@@ -115,8 +110,8 @@ def _training_job(
     configured: bool = False,
     **where: str,
 ) -> PlannedJob:
-    """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`) where
-    its cell shares a GPU (``share``: :func:`_gpu_share`); a ``configured`` cell's job keeps its ``works``."""
+    """A training job of the plan: per choice its seconds, packed where its cell shares a GPU (``share``:
+    :func:`~contrastlab.cost.packing.gpu_share`); a ``configured`` cell's job keeps its ``works``."""
     shares = {c: chosen_share(w, calibration, *share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
@@ -142,8 +137,7 @@ def _encoding_job(rule: str, choices: Sequence[str], seconds: float, **where: An
 def probe_jobs(grid: cl_config.Grid, calibration: Calibration) -> tuple[int, float]:
     """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
     GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
-    sentence = sum(grid.experiment(c.experiment).track != "vision" for c in grid.cells)
-    jobs = sentence + len(grid.pretrained)
+    jobs = cell_counts(grid)["sentence"] + len(grid.pretrained)
     return jobs, jobs * probe_seconds(grid, calibration) / 3600
 
 
@@ -158,7 +152,7 @@ def make_plan(
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     priced = Priced(grid)
     jobs = search_jobs(grid, calibration, chosen, points, priced)
-    share = _gpu_share(grid)
+    share = gpu_share(grid)
     for cell in grid.cells:
         works = priced.works(cell, choices)
         vision = works[chosen].track == "vision"
@@ -375,10 +369,7 @@ def plan_report(
     if echo:
         print(text)
     out = Path(out_dir or grid.results.plan)
-    out.mkdir(parents=True, exist_ok=True)
-    markdown = out / "plan.md"
-    markdown.write_text(text + "\n", encoding="utf-8")
-    return [markdown, write_plan_csv(out / "plan.csv", jobs)]
+    return [write_text(out / "plan.md", text + "\n"), write_plan_csv(out / "plan.csv", jobs)]
 
 
 def _priced_grid(
@@ -461,7 +452,7 @@ def search_jobs(
     if not points:
         return []
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    share = _gpu_share(grid)
+    share = gpu_share(grid)
     priced = priced or Priced(grid)
     jobs = []
     for point in points:

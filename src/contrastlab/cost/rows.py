@@ -20,7 +20,7 @@ from statistics import mean
 from typing import Any
 
 from contrastlab.cost.backbones import transformer_parameters
-from contrastlab.cost.calibration import CALIBRATION_FORMAT, SHIPPED_CALIBRATIONS
+from contrastlab.cost.calibration import CALIBRATION_FORMAT, SHIPPED_CALIBRATIONS, write_calibration
 from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import (
     AUGMENT_LAUNCHES,
@@ -142,9 +142,10 @@ def read_bench(path: str | Path) -> dict[str, Any]:
     return bench_figures(json.loads(path.read_text())) | {"path": label}
 
 
-def _evaluations(row: Mapping[str, Any]) -> int:
-    """Dev evaluations of a trainer run."""
-    return schedule_points(row["settings"]["max_steps"], row["settings"]["eval_every"])
+def _eval_s(row: Mapping[str, Any]) -> float:
+    """Seconds per dev evaluation of a trainer run."""
+    settings = row["settings"]
+    return row["timings"]["eval_s"] / schedule_points(settings["max_steps"], settings["eval_every"])
 
 
 def _dev_calls(row: Mapping[str, Any]) -> int:
@@ -165,11 +166,9 @@ def _sentence(trainer: list[dict[str, Any]], bench: Mapping[str, Any] | None) ->
     flops = training_step_flops(
         BERT_BASE, bf16["settings"]["batch_size"], round(t["padded_tokens"] / t["sentences"])
     )
-    per_eval = {id(r): r["timings"]["eval_s"] / _evaluations(r) for r in (bf16, eager)}
-    rows_512 = mean(r["timings"]["eval_s"] / _evaluations(r) for r in graph)
     dev = {
-        "per_eval_512": bench["dev_per_eval"] if bench else rows_512,
-        "dev_call": (per_eval[id(eager)] - per_eval[id(bf16)]) / (_dev_calls(eager) - _dev_calls(bf16)),
+        "per_eval_512": bench["dev_per_eval"] if bench else mean(_eval_s(r) for r in graph),
+        "dev_call": (_eval_s(eager) - _eval_s(bf16)) / (_dev_calls(eager) - _dev_calls(bf16)),
         "calls_512": _dev_calls(bf16),
         "launch": 1 / eager["timings"]["steps_per_s"] / SENTENCE_STEP_LAUNCHES["bf16"],
         "steps": steps,
@@ -478,12 +477,6 @@ def h200_packing(path: str | Path) -> dict[str, Any]:
     }
 
 
-def write(path: Path, data: Mapping[str, Any]) -> Path:
-    """``data`` as the shipped files are written (sorted keys, one-space indent)."""
-    path.write_text(json.dumps(dict(data), indent=1, sort_keys=True) + "\n")
-    return path
-
-
 def padding_free_ratio(path: str | Path) -> dict[str, Any]:
     """``padding_free_ratio`` and its source from a gpu_bench.json's padfree fp32 row (the trainer's
     dropout masks: ``draws`` "padded"): the padding-free step's time over the padded eager step's. Only
@@ -531,8 +524,8 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     h200, h100 = build(args.rows_dir, args.bench, args.padfree)
-    print(write(SHIPPED_CALIBRATIONS["H200"], h200))
-    print(write(SHIPPED_CALIBRATIONS["H100"], h100))
+    print(write_calibration(SHIPPED_CALIBRATIONS["H200"], h200))
+    print(write_calibration(SHIPPED_CALIBRATIONS["H100"], h100))
     return 0
 
 

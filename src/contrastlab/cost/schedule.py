@@ -71,8 +71,8 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
     """Run ``jobs`` on ``gpus`` GPU slots and ``cpus`` CPU slots, critical-path-first (module docstring)."""
     if gpus < 1 or cpus < 1:
         raise ValueError(f"the simulation needs at least one GPU and one CPU slot, got {gpus} and {cpus}")
-    names = {j.name for j in jobs}
-    missing = sorted({n for j in jobs for n in j.after} - names)
+    by_name = {j.name: j for j in jobs}
+    missing = sorted({n for j in jobs for n in j.after} - by_name.keys())
     if missing:
         raise ValueError(f"jobs need jobs that are not in the plan: {', '.join(missing[:3])}")
     needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
@@ -80,7 +80,6 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
         for name in job.after:
             needed_by[name].append(job.name)
     tail, following = _tails(jobs, needed_by)
-    by_name = {j.name: j for j in jobs}
     waiting_on = {j.name: len(j.after) for j in jobs}
     free = {"gpu": gpus, "cpu": cpus}
     # ready jobs per slot kind, longest tail first (name breaks ties: the same plan, the same answer)
@@ -118,14 +117,11 @@ def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list
     """The simulation's jobs from the plan's under one precision choice: an encoding needs its cell's
     training, a CPU probe job (``probe_seconds``, or an image cell's ``cpu_after_s``) its encoding."""
     trained = {p.cell for p in planned if p.rule.startswith("train")}
+    training = {"encode": "train", "search_encode": "train", "encode_vision": "train_vision"}
     out = []
     for p in planned:
         name = f"{p.rule}:{p.cell}"
-        after = (f"train:{p.cell}",) if p.rule in ("encode", "search_encode") else ()
-        if p.rule == "encode_vision":
-            after = (f"train_vision:{p.cell}",)
-        if after and p.cell not in trained:
-            after = ()
+        after = (f"{training[p.rule]}:{p.cell}",) if p.rule in training and p.cell in trained else ()
         out.append(SimJob(name, "gpu", p.seconds[choice], after))
         if p.rule in ("encode", "encode_pretrained"):
             out.append(SimJob(f"evaluate:{p.cell}", "cpu", probe_seconds, (name,)))
