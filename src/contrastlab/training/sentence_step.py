@@ -50,12 +50,8 @@ class StepParts:
 def build_head(
     protocol: str, model_type: str, dim: int, initializer_range: float = 0.02
 ) -> tuple[nn.Module, str]:
-    """The training-only head and a short description of it (see the module docstring).
-
-    ``simcse``: Linear + Tanh, weight ~ N(0, ``initializer_range``), bias 0 (BERT's ``_init_weights``,
-    which SimCSE's ``cl_init`` applies to its MLP). ``li2024``: weight and bias ~ N(0, 6e-3).
-    Draws from torch's global RNG (seeded by the trainer).
-    """
+    """The training-only head of ``protocol`` and a short description of it (module docstring); draws
+    from torch's global RNG (seeded by the trainer)."""
     linear = nn.Linear(dim, dim)
     if protocol == "simcse":
         nn.init.normal_(linear.weight, mean=0.0, std=initializer_range)
