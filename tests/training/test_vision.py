@@ -225,8 +225,7 @@ def test_settings_round_trip_through_json_reject_bad_values_and_scale_the_rate_a
 def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_step(
     tmp_path, monkeypatch, vision_settings, train_image
 ):
-    """The kept-epoch validation is IEEE fp32 without autocast whatever the precision, and OAR's labelled
-    blur is drawn inside the step's precision, the first step included."""
+    """Validation: IEEE fp32 without autocast; OAR's blur: the step's precision from the first step."""
     from contrastlab.precision import fp32_mode_now, set_fp32_mode
     from contrastlab.training import runtime
     from contrastlab.training import vision as trainer
@@ -302,8 +301,7 @@ def _same_distribution(a: dict, b: dict) -> dict[str, float]:
     ids=["macl", "oar"],
 )
 def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
-    """``augment_calls: one`` against two calls: the same distribution of view pairs (KS and chi-square at
-    alpha 1e-3, 3,000 pairs), while a broken pairing fails them."""
+    """One call and two give one distribution of view pairs (KS, chi-square, 3,000 pairs); broken fails."""
     augment = VisionTrainSettings(**settings).augment(16, (0.5,) * 3, (0.25,) * 3)
     images = (torch.rand(3000, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     two = _pair_statistics(*two_views(augment, images, torch.Generator().manual_seed(1), "two"))
@@ -318,8 +316,7 @@ def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
-    """The same on CUDA with torch's own sync detector: an OAR step (both augmentation calls, both
-    passes, the backward) raises if anything in it synchronises."""
+    """An OAR step (both calls, both passes, the backward) passes torch's CUDA sync detector."""
     from contrastlab.losses.oar import orthonormal_anchors
     from contrastlab.models.vision import build_encoder
 
