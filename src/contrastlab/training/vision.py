@@ -355,10 +355,32 @@ class _VisionTrack(loop.Track):
         return self._lr
 
     def step(self, step: int, rows, logging: bool) -> loop.StepOutput:
-        s, batch = self.s, self.images[rows]
-        out, h1, h2, oar, grad_norm = _step(
-            s, self.run, self.parts, self.images, batch, step, logging, self.graph
-        )
+        """One step on the batch of ``rows``: the captured one (``graph``; the loss's stats computed after
+        it at log steps) or the eager one, OAR's labelled term included."""
+        s, run, parts, batch, oar = self.s, self.run, self.parts, self.images[rows], None
+        if self.graph is not None:
+            out, h1, h2, grad_norm = self.graph(batch)
+            out = vc.with_stats(parts.loss_fn, out, h1, h2) if logging else out
+        else:
+            with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
+                oar_batch = (
+                    parts.oar.batch(step, self.images, parts.augment, parts.views) if parts.oar else None
+                )
+                out, h1, h2, oar = train_step(
+                    parts.forward_encoder,
+                    parts.head,
+                    parts.loss_fn,
+                    *two_views(parts.augment, batch, parts.views, s.augment_calls),
+                    autocast=run.autocast,
+                    memory_format=parts.memory_format,
+                    with_stats=logging,
+                    oar=oar_batch,
+                    scale=run.scale,
+                    head_autocast=s.head_autocast,
+                )
+                # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
+                clip = math.inf if logging else None
+                grad_norm = run.optimizer_step(parts.optimizer, parts.params, clip_norm=clip)
         loss = out.loss.detach() if oar is None else (out.loss + s.oar_weight * oar).detach()
         return loop.StepOutput(out, h1, h2, loss, grad_norm, len(batch), oar)
 
@@ -491,42 +513,6 @@ def _capture_step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, 
         ),
         run.note,
     )
-
-
-def _step(
-    s: VisionTrainSettings,
-    run: TrainingRun,
-    parts: VisionParts,
-    images,
-    batch,
-    step: int,
-    logging: bool,
-    graph,
-) -> tuple:
-    """One step on ``batch``: the captured one (``graph``; the loss's stats computed after it at log
-    steps) or the eager one, OAR's labelled term included. Returns (loss output, h1, h2, OAR term or
-    None, grad norm)."""
-    if graph is not None:
-        out, h1, h2, grad_norm = graph(batch)
-        return (vc.with_stats(parts.loss_fn, out, h1, h2) if logging else out), h1, h2, None, grad_norm
-    with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
-        oar_batch = parts.oar.batch(step, images, parts.augment, parts.views) if parts.oar else None
-        out, h1, h2, oar_value = train_step(
-            parts.forward_encoder,
-            parts.head,
-            parts.loss_fn,
-            *two_views(parts.augment, batch, parts.views, s.augment_calls),
-            autocast=run.autocast,
-            memory_format=parts.memory_format,
-            with_stats=logging,
-            oar=oar_batch,
-            scale=run.scale,
-            head_autocast=s.head_autocast,
-        )
-        # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
-        clip = math.inf if logging else None
-        grad_norm = run.optimizer_step(parts.optimizer, parts.params, clip_norm=clip)
-    return out, h1, h2, oar_value, grad_norm
 
 
 #: The finished encoder folder inside a cell's state folder, kept until Snakemake accepts the outputs.
