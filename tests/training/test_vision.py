@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.training import vision as trainer
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.vision import (
     VisionTrainSettings,
@@ -99,10 +102,6 @@ CELLS = {"tiny": {}, "oar": OAR, "channels_last": CHANNELS_LAST}
 
 
 def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss_and_trains_toward_its_anchors(reference):
-    from safetensors.torch import load_file
-
-    from contrastlab.losses.oar import orthonormal_anchors
-
     folder = reference("oar")
     records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     start, train = records[0], [r for r in records if r["event"] == "train"]
@@ -158,9 +157,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
 
 @pytest.mark.fault("NaN loss in a vision cell", "NonFiniteLossError naming the step and the loss stats")
 def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed, vision_settings, train_image):
-    from contrastlab.training import vision
-
-    poison_loss(monkeypatch, vision, 4)
+    poison_loss(monkeypatch, trainer, 4)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 4.*loss stats") as caught:
         train_image(vision_settings(max_steps=6), tmp_path)
     observed(str(caught.value)[:90])
@@ -228,7 +225,6 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
     """Validation: IEEE fp32 without autocast; OAR's blur: the step's precision from the first step."""
     from contrastlab.precision import fp32_mode_now, set_fp32_mode
     from contrastlab.training import runtime
-    from contrastlab.training import vision as trainer
 
     monkeypatch.setattr(runtime.Precision, "fp32_mode", property(lambda self: "tf32"))
     seen: dict[bool, set] = {True: set(), False: set()}  # encoder.training -> (fp32 mode, autocast)
@@ -317,7 +313,6 @@ def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
     """An OAR step (both calls, both passes, the backward) passes torch's CUDA sync detector."""
-    from contrastlab.losses.oar import orthonormal_anchors
     from contrastlab.models.vision import build_encoder
 
     cuda = torch.device("cuda")
