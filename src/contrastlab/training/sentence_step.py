@@ -30,6 +30,7 @@ __all__ = ["CLIP_NORM", "ROBERTA_TYPES", "StepParts", "build_head", "embed_pairs
 #: The families whose ``li2024`` head is Tanh then Linear (:data:`contrastlab.families.TEXT_FAMILIES`).
 ROBERTA_TYPES = families.text_types("roberta_like")
 CLIP_NORM = 1.0  # protocol.md §2: the gradient norm clipped to 1.0
+ADAMW = {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0}  # protocol.md §2 (SimCSE's HF Trainer)
 LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
 
 

@@ -522,10 +522,8 @@ EXPORT_DIR = "encoder"
 def _finish(
     run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path, keep_state: bool
 ) -> dict:
-    """The summary (written to ``settings.json`` beside the encoder, and the log's end record), the kept
-    encoder written into the state folder, a "finished" snapshot (a kill during the export, or outputs
-    removed after the job, only redo the export), the encoder and the log exported to ``out_dir`` and
-    ``log_path``, the state folder removed (unless ``keep_state``)."""
+    """The summary (``settings.json`` beside the encoder, and the log's end record) and the kept encoder
+    written into the state folder, then :func:`~contrastlab.training.loop.finish` (the export)."""
     s, select, parts = track.s, track.select, track.parts
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss
