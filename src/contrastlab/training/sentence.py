@@ -11,8 +11,6 @@ the step (heads, both dropout views, ``grad_accum`` micro-batches) is :mod:`.sen
   kept. The dev embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's ``--mlp_only_train``,
   Li et al.), or ``cls_mlp`` = [CLS] through the head, as Nie et al.'s run script selected. The saved
   checkpoint and the test use the raw [CLS]. Step 0 is evaluated and logged, never selected.
-- Precision (:class:`~contrastlab.training.runtime.Precision`): bf16/fp16 autocast covers the encoder
-  only; head and loss run in fp32 unless ``head_autocast`` (SimCSE's ``--fp16``).
 
 The step never synchronises with the host; where a cell sets nothing,
 :func:`~contrastlab.training.capture.for_device` picks the fast path (docs/training-speed.md). On CPU a

@@ -257,10 +257,9 @@ def train_vision(
 
 @dataclass(frozen=True)
 class VisionParts:
-    r"""What the image step needs, built once per run (:func:`build_parts`): ``encoder`` (the module
-    whose weights are saved) and ``forward_encoder`` (the step's: compiled, or the module itself), the
-    ``head``, ``loss_fn``, the ``optimizer`` and its ``params``, the batch ``augment``\ ation and its
-    generator ``views``, OAR's labelled batches ``oar`` (None without OAR) and the ``memory_format``."""
+    """What the image step needs, built once per run (:func:`build_parts`): ``forward_encoder`` is the
+    step's (compiled, or ``encoder`` itself, whose weights are saved); ``views`` the augmentation's
+    generator; ``oar`` OAR's labelled batches (None without OAR)."""
 
     encoder: torch.nn.Module
     forward_encoder: torch.nn.Module
