@@ -38,6 +38,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from contrastlab.paths import atomic_write
+
 __all__ = ["Phases", "close_summary", "job_start", "note_job_start", "note_phase", "process_started"]
 
 #: How the running job started (:func:`note_job_start`), set by the workflow's job frame.
@@ -81,9 +83,8 @@ def close_summary(path: str | os.PathLike, clock: Callable[[], float] = time.tim
     except (OSError, ValueError, KeyError, TypeError):
         return False
     phases["total_s"] = max(total, phases["total_s"])
-    staged = path.with_name(f".{path.name}.{os.getpid()}")
-    staged.write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    os.replace(staged, path)
+    with atomic_write(path) as staged:
+        staged.write_text(json.dumps(summary, indent=1, default=float) + "\n")
     return True
 
 

@@ -440,10 +440,9 @@ class TrainingRun:
         if scaler:
             *values, scale, skipped = values
         self.timings["train_s"] += elapsed
-        self.timings["timed_items"] = self.timings.get("timed_items", 0) + self._interval_items
+        self.count(timed_items=self._interval_items)
         if self._warm:  # the first interval of a process holds CUDA's and the allocator's warm-up
-            self.timings["steady_train_s"] = self.timings.get("steady_train_s", 0.0) + elapsed
-            self.timings["steady_steps"] = self.timings.get("steady_steps", 0) + self._interval_steps
+            self.count(steady_train_s=elapsed, steady_steps=self._interval_steps)
         self._warm = True
         out = {
             "loss": values[0],
