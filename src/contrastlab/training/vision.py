@@ -306,11 +306,7 @@ def _train(
     parts = build_parts(s, run, data, size)
     run.phases.mark("model_load_s")
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
-    select = None
-    if trained is not None:
-        select = ValSelection(
-            s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
-        )
+    select = None if trained is None else ValSelection(s, run, images, parts)
     track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
     track.fingerprint = fingerprint
     start = loop.begin(run, track, saved, run_info, notes)
