@@ -183,8 +183,7 @@ def test_gaussian_blur_equals_torchvision_per_image(kernel):
 
 
 def test_pipeline_with_blur_equals_torchvision_and_keeps_the_other_draws():
-    """lightly's blur defaults equal torchvision; the other draws are those without blur (blur's come last),
-    so blur off (the default) reproduces every earlier view."""
+    """lightly's blur defaults equal torchvision; blur's draws come last, so blur off keeps every view."""
     stats = {"mean": (0.4, 0.5, 0.6), "std": (0.2, 0.25, 0.3)}
     aug = A.SimCLRAugment(16, blur_p=0.5, blur_sigma=(0.1, 2.0), **stats)
     assert aug.blur_kernel == 13  # 2 * ceil(3 * 2) + 1

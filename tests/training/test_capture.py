@@ -347,8 +347,7 @@ class _CompiledAfterAFailedCapture(nn.Module):
 def test_a_compiled_step_that_cannot_be_captured_trains_the_plain_model_eagerly(
     tmp_path, train_tiny, monkeypatch, capsys
 ):
-    """compile + cuda_graph where the capture fails: one line naming compile, then the uncompiled
-    model's eager step (its state put back) and a summary that says so; capture and compile stand-ins."""
+    """compile + a failed capture: one line naming compile, then the uncompiled model's eager step."""
     from contrastlab.training import sentence
 
     def capture_fails(*args, **kwargs):

@@ -41,8 +41,7 @@ def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, toke
 
 
 def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, tokenizer, monkeypatch):
-    """Where ``flock`` fails with ENOSYS (Lustre ``noflock``, some NFS) the cache lock falls back to a soft
-    lock, and two jobs racing for one cache still tokenise it once."""
+    """Where ``flock`` fails with ENOSYS (Lustre, some NFS) a soft lock still tokenises the cache once."""
     import errno
     import fcntl
     import threading
@@ -84,8 +83,7 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
     "the cache is rebuilt, with one line naming it; the ids are those of a fresh tokenisation",
 )
 def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, tokenizer, capsys, observed):
-    """Reliability K5: a cut cache file ("File is not a zip file") failed every train job of its tokenizer,
-    run after run. It is derived data: it is rebuilt, and one line says so."""
+    """Reliability K5: a cut cache file is derived data: rebuilt, with one line saying so."""
     fresh, path = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
@@ -179,8 +177,7 @@ CORPUS = "".join(f"sentence number {i} of the corpus .\n" for i in range(300))
 def test_a_train_job_hashes_its_corpus_once_and_refuses_one_changed_since_its_marker(
     tmp_path, tiny_bert, senteval_dir, observed
 ):
-    """The marker's check and the tokenised cache's key take one digest of the corpus; a corpus that is
-    not the one the marker records (cut after the corpus job) is refused in one line, nothing trained."""
+    """One digest serves the marker check and the cache key; a corpus changed since is refused in one line."""
     import hashlib
     import json
 

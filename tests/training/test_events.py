@@ -195,8 +195,7 @@ def test_a_cell_writes_its_curves_at_the_log_points(reference, read_curves):
 def test_a_sentence_cell_writes_its_settings_beside_its_best_dev_score_as_hparams(
     tmp_path, train_tiny, read_curves
 ):
-    """The HParams session (tensorboard's own format, read by its own plugin metadata) holds the cell's
-    settings, and the run's last ``dev/best_dev_spearman`` is the summary's best dev score."""
+    """The HParams session holds the cell's settings; the last ``dev/best_dev_spearman`` is the summary's."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import metadata
 
@@ -237,8 +236,7 @@ def _trained_run(results: Path) -> Path:
 
 
 def test_the_evaluation_writes_the_test_scores_into_the_cells_run_once_per_evaluation(tmp_path, read_curves):
-    """The test scores join the training's run folder at its last step; an evaluation run again replaces
-    them (one file, one point per tag, a score it no longer has gone), and the training's events stay."""
+    """Test scores join the run folder at its last step; another evaluation replaces them, training's stay."""
     folder, results = _trained_run(tmp_path), Results(tmp_path)
     logged = log_test_scores(SENTENCE_METRICS, PLACE, results, None)
     assert logged == {"test/sts_avg": 76.25, "test/tr_avg": 81.5}
@@ -254,8 +252,7 @@ def test_the_evaluation_writes_the_test_scores_into_the_cells_run_once_per_evalu
 
 
 def test_test_scores_go_only_to_a_run_that_has_a_session(tmp_path):
-    """A cell trained with ``tensorboard: false`` (no run folder) and a Pretrained row (no cell) get no
-    events; an image cell's scores are its probes' top-1 accuracies."""
+    """No events without a run folder or a cell; an image cell's scores are its probes' top-1 accuracies."""
     results = Results(tmp_path)
     assert log_test_scores(SENTENCE_METRICS, {"backbone": "tiny-bert"}, results, None) == {}
     assert write_test_scores(tmp_path / "tensorboard" / "nie2023", {"test/sts_avg": 76.25}) is False
@@ -375,9 +372,7 @@ def _free_port() -> int:
 
 @pytest.mark.slow  # a real TensorBoard server, started by make monitor: CI's make test, not test-fast
 def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
-    """``make monitor CONFIG=... PORT=...`` reads the preset's results_dir, starts TensorBoard on
-    localhost and lists a cell's run folder by its path (what the run filter matches on); its HParams
-    view shows the cell's settings and its scalars as metrics."""
+    """``make monitor`` serves the preset's cell folders by path, HParams with the scores as metrics."""
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")
     configfile = tmp_path / "c.yaml"

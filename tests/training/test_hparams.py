@@ -105,8 +105,7 @@ def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(tmp_path, mon
 
 
 def test_a_cells_fields_come_first_and_a_run_of_no_cell_keeps_its_settings_and_hash(tmp_path):
-    """The cell's fields lead the HParams and W&B settings; a run given no cell records its settings alone
-    under TensorBoard's hashed trial."""
+    """The cell's fields lead the HParams and W&B settings; no cell: the settings under a hashed trial."""
     cell = wildcards("minilm")
     assert cell_settings(cell) == {"experiment": "nie2023", "backbone": "minilm", "method": "cl", "seed": 42}
     run = WandbRun.of(PROJECT, cell)

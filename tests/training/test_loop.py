@@ -71,8 +71,7 @@ def _events(folder) -> list[tuple]:
 
 
 def test_the_loop_trains_each_batch_and_logs_evaluates_and_snapshots_at_their_cadences(tmp_path):
-    """Each log record holds ``loss_last`` and ``grad_norm`` of its own step, ``loss`` the mean over the
-    steps since the last record (3, 3, 3 and, at the uneven end, 1), by value."""
+    """A record: its step's ``loss_last``, ``grad_norm``; ``loss`` the mean since the last (3, 3, 3, 1)."""
     run = _run(tmp_path / "state")
     track = ToyTrack(run, total=10)
     taken, real_step = {}, track.step

@@ -49,8 +49,7 @@ def _curves(log: list[dict]) -> tuple[list[float], list[float]]:
 
 @pytest.mark.parametrize("pair", [("padded", "packed"), ("padded_accum", "packed_accum")])
 def test_padding_free_training_gives_the_padded_numbers_within_rounding(trained, pair):
-    """Same seed, dropout on: the packed encoder draws the padded model's masks, so the loss curve, the
-    dev scores, the selected step and the kept weights agree within fp32 rounding."""
+    """Same seed, dropout on: curve, dev scores, selected step and weights agree within fp32 rounding."""
     (ref_summary, ref_log, ref_model), (summary, log, model) = trained[pair[0]], trained[pair[1]]
     ref_losses, ref_dev = _curves(ref_log)
     losses, dev = _curves(log)
@@ -126,8 +125,7 @@ def test_an_unsupported_backbone_asked_for_by_name_is_a_one_line_error():
 
 
 def test_snapshots_written_before_the_switch_still_resume():
-    """Absent (None) and false are the old behaviour's values: the snapshot fingerprint leaves them out,
-    true changes it."""
+    """None and false (the old behaviour) are left out of the snapshot fingerprint; true changes it."""
     base = TrainSettings(loss="infonce").to_dict()
     old = {k: v for k, v in base.items() if k != "padding_free"}
     for value in (None, False):
@@ -138,8 +136,7 @@ def test_snapshots_written_before_the_switch_still_resume():
 
 
 def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(tiny_bert, senteval_dir):
-    """The padding-free encoder is a drop-in for the dev evaluation too: the same embeddings within fp32
-    rounding and the same scores."""
+    """The padding-free encoder gives the dev evaluation's embeddings within rounding and the same scores."""
     from transformers import AutoTokenizer
 
     from contrastlab.models.packed import PaddingFree
@@ -157,8 +154,7 @@ def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(
 
 
 def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monkeypatch):
-    """A padding-free step's mask stays on the host and the whole step runs on the meta device (which holds
-    no data, so any device read raises); a padded step's mask goes to the device."""
+    """A padding-free step keeps its mask on the host and runs on the meta device; a padded one's moves."""
     from transformers import BertConfig, BertModel
 
     from contrastlab.models.packed import PaddingFree

@@ -55,8 +55,7 @@ def test_outside_a_job_the_process_start_comes_from_proc(monkeypatch):
 
 
 def test_a_sentence_cells_summary_and_end_record_carry_its_phases(tmp_path, train_tiny, monkeypatch):
-    """The phases of a CPU cell: every one of the table's, none negative, and together the whole time
-    from the process's start to the summary (a partition: nothing counted twice or left out)."""
+    """A CPU cell's phases: the table's, none negative, partitioning process start to summary."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     summary = train_tiny(tmp_path / "cell")
     phases = _partition(summary, tmp_path / "cell" / "log.jsonl")
@@ -78,8 +77,7 @@ def _partition(summary: dict, log: Path) -> dict:
 def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_dev(
     tmp_path, vision_settings, train_image, monkeypatch
 ):
-    """An image cell validated after each epoch: its phases are the table's, partition the time, count the
-    validations as ``dev_s``, and the end record carries the same."""
+    """An image cell's phases partition its time, count validations as ``dev_s``; the end record agrees."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     settings = vision_settings(
         val_fraction=0.2, keep="best_val_loss", batch_size=64, max_steps=None, epochs=2
@@ -108,8 +106,7 @@ assert ph.close_summary(sys.argv[1])
 
 
 def test_a_jobs_phases_sum_to_its_wall_within_half_a_second(tmp_path):
-    """The summary closed last (close_summary): its phases partition the process's wall time but for its
-    exit, within 0.5 s of the wall the parent sees."""
+    """After close_summary the phases partition the process's wall time, within 0.5 s of the parent's."""
     import subprocess
     import sys
 

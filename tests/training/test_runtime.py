@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 import torch
 
+from contrastlab.config import load_schema
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.precision import CHOICES, fp32_mode_now, set_fp32_mode
@@ -21,6 +23,9 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
 )
+from contrastlab.training.sentence import TrainSettings
+from contrastlab.training.settings import fingerprint_settings
+from contrastlab.training.vision import VisionTrainSettings
 from contrastlab.workflow.job import is_deterministic_failure
 
 CPU = torch.device("cpu")
@@ -332,7 +337,6 @@ def test_snapshots_are_due_by_steps_and_or_by_minutes():
 
 
 def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
-    from contrastlab.config import load_schema
     from contrastlab.cost import flops
 
     schema = load_schema()
@@ -347,12 +351,6 @@ def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
 
 
 def test_training_settings_take_their_defaults_and_bounds_from_the_schema():
-    import dataclasses
-
-    from contrastlab.config import load_schema
-    from contrastlab.training.sentence import TrainSettings
-    from contrastlab.training.vision import VisionTrainSettings
-
     defs = load_schema()["$defs"]
     for cls, key in ((TrainSettings, "training"), (VisionTrainSettings, "vision_training")):
         properties = defs[key]["properties"]
@@ -381,11 +379,6 @@ def test_training_settings_take_their_defaults_and_bounds_from_the_schema():
 
 def test_settings_added_after_snapshots_count_in_the_fingerprint_only_when_set():
     """A snapshot written before a setting existed resumes while the setting holds its default."""
-    import dataclasses
-
-    from contrastlab.training import sentence, vision
-    from contrastlab.training.settings import fingerprint_settings
-
     later = {"compile": False}
     assert fingerprint_settings({"lr": 1, "compile": False, "tensorboard": True}, later) == {"lr": 1}
     assert fingerprint_settings({"lr": 1, "compile": True}, later) == {"lr": 1, "compile": True}
@@ -393,21 +386,21 @@ def test_settings_added_after_snapshots_count_in_the_fingerprint_only_when_set()
     assert fingerprint_settings({"lr": 1, "cuda_graph": None}, either) == {"lr": 1}
     assert fingerprint_settings({"lr": 1, "cuda_graph": False}, either) == {"lr": 1}
     assert fingerprint_settings({"lr": 1, "cuda_graph": True}, either) == {"lr": 1, "cuda_graph": True}
-    for module, settings in ((sentence, sentence.TrainSettings), (vision, vision.VisionTrainSettings)):
+    for module, settings in ((sentence, TrainSettings), (vision_training, VisionTrainSettings)):
         defaults = {f.name: f.default for f in dataclasses.fields(settings)}
         for key, default in module.LATER_DEFAULTS.items():
             assert defaults[key] in default if isinstance(default, frozenset) else defaults[key] == default
     # The sentence settings fingerprinted before the device-dependent defaults (cuda_graph false, dev
     # batches of 128, no deterministic key) and today's give one fingerprint: an interrupted cell resumes.
-    today, later = sentence.TrainSettings(loss="infonce").to_dict(), sentence.LATER_DEFAULTS
+    today, later = TrainSettings(loss="infonce").to_dict(), sentence.LATER_DEFAULTS
     before = {k: v for k, v in today.items() if k != "deterministic"}
     before.update(cuda_graph=False, dev_batch_size=128)
     assert fingerprint_settings(today, later) == fingerprint_settings(before, later)
-    chosen = sentence.TrainSettings(loss="infonce", deterministic=True, cuda_graph=True).to_dict()
+    chosen = TrainSettings(loss="infonce", deterministic=True, cuda_graph=True).to_dict()
     assert {"deterministic", "cuda_graph"} <= set(fingerprint_settings(chosen, later))
     # An image snapshot written before cuda_graph existed resumes under today's default (None) and an
     # explicit false; an explicit true is a run of its own.
-    today, later = vision.VisionTrainSettings().to_dict(), vision.LATER_DEFAULTS
+    today, later = VisionTrainSettings().to_dict(), vision_training.LATER_DEFAULTS
     old = fingerprint_settings({k: v for k, v in today.items() if k != "cuda_graph"}, later)
     assert today["cuda_graph"] is None
     for value in (None, False):

@@ -102,8 +102,7 @@ def test_checkpoint_loads_and_reproduces_logged_dev_score(family_runs, senteval_
 
 
 def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family_runs):
-    """The trainer writes the sentence-transformers files into the kept checkpoint (no later job touches
-    the folder): loaded by sentence-transformers, it returns the vectors the evaluator scores."""
+    """sentence-transformers loads the kept checkpoint and returns the vectors the evaluator scores."""
     from contrastlab.models import load_backbone, make_encoder
     from contrastlab.senteval.protocol import CELL_POOLING
 
@@ -196,10 +195,7 @@ def straight_runs(tmp_path_factory, sentence_data):
 def test_resume_after_sigkill_is_bit_identical(
     tmp_path, sentence_data, kill_seed, precision, observed, straight_runs, read_curves
 ):
-    """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary,
-    log metrics and TensorBoard curves, bit for bit. Only the killed run has its own process (a SIGKILL
-    ends a process); the resume and the uninterrupted reference (shared by the kill points of a precision)
-    run in-process."""
+    """Killed after a random snapshot, a run resumes to the straight run's weights, log, curves, bitwise."""
     settings = {**KILL_SETTINGS, "precision": precision}
     chooser = random.Random(kill_seed)
     kill_after = chooser.choice([2, 4, 6, 8, 10])
@@ -255,8 +251,7 @@ def test_resume_after_sigkill_is_bit_identical(
 def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one(
     tmp_path, sentence_data, observed, straight_runs
 ):
-    """A SIGKILL while step 4's snapshot is half-written in the background leaves step 2's, and the cell
-    resumes from it to the uninterrupted run's checkpoint and dev scores, bit for bit."""
+    """A kill mid-write of step 4's snapshot leaves step 2's, which resumes to the straight run, bitwise."""
     killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
     proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, tmp_path / "killed.log")
@@ -377,8 +372,7 @@ def test_stale_state_of_another_run_is_discarded(tmp_path, train_tiny):
     "a planted pickle (__reduce__ creates a file) as the cell's state.pt", "the cell stops; payload never run"
 )
 def test_a_planted_snapshot_stops_the_cell_and_never_runs(tmp_path, train_tiny, observed):
-    """S3: the trainer loads a cell's snapshot safely before it reads anything in it (the fingerprint
-    included); a pickle with code in it stops the cell in one line, nothing is trained or deleted."""
+    """S3: a pickle with code as the snapshot stops the cell in one line; nothing trained or deleted."""
     state, marker = tmp_path / "state", tmp_path / "PWNED"
     state.mkdir()
     torch.save({"fingerprint": "someone-else", "rng": Payload(marker)}, state / st.STATE_FILE)
@@ -392,8 +386,7 @@ def test_a_planted_snapshot_stops_the_cell_and_never_runs(tmp_path, train_tiny, 
 
 
 def test_a_job_killed_while_exporting_redoes_only_the_export(tmp_path, train_tiny, monkeypatch):
-    """The "finished" snapshot (summary, settings, metadata) loads with weights_only=True: a job that
-    dies after it was written resumes to the same summary without training again."""
+    """The "finished" snapshot loads with weights_only=True and resumes to its summary without training."""
     real_export = sentence._export
 
     def killed(*args):
@@ -425,8 +418,6 @@ def test_script_help_runs_without_snakemake():
 def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each_evaluation(
     tmp_path, train_tiny, monkeypatch
 ):
-    """A new best at every evaluation is written only with the next snapshot and at the end, never per
-    evaluation, and the state folder never holds more than one."""
     real_call = sentence.DevEvaluator.__call__
     held: list[list[str]] = []
     written: list[int] = []

@@ -44,8 +44,7 @@ def _tiny_run(tmp_path) -> tuple[TrainingRun, dict]:
 
 
 def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
-    """save_snapshot returns while the write is held; the training changes the weights meanwhile; the
-    file written holds the weights of the snapshot's step, and only then is ``after`` run."""
+    """Training goes on during the write; the file holds the snapshot step's weights, then ``after`` runs."""
     run, stateful = _tiny_run(tmp_path)
     release, events = threading.Event(), []
     real_save_state = st.save_state
@@ -93,8 +92,7 @@ def test_a_run_stopped_by_an_error_leaves_the_snapshot_it_started(tmp_path, monk
 
 
 def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(tmp_path, tiny_bert):
-    """The kept copy of the best weights, written later, gives the files the model itself would have
-    written at that step, byte for byte (the exported checkpoint of a cell does not change)."""
+    """The kept copy, written later, gives the model's own save at that step byte for byte."""
     from transformers import AutoTokenizer
 
     from contrastlab.training.sentence import _load_model
@@ -120,8 +118,7 @@ def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(t
 
 
 def test_a_write_waits_for_the_one_in_flight_and_none_runs_after_a_failure():
-    """The next submit blocks until the write in flight ends; a failed write's own error is raised once,
-    by the next wait or submit (whose write never runs); the caller's-thread writer raises at once."""
+    """submit waits for the write in flight; a failed write raises once, at the next wait or submit."""
     writer, release, order = SnapshotWriter(), threading.Event(), []
 
     def first() -> None:

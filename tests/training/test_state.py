@@ -50,8 +50,7 @@ def plain_snapshot() -> dict:
 
 
 def test_a_snapshot_loads_safely_and_restores_every_rng_draw_for_draw(tmp_path):
-    """What the trainer saves loads with weights_only=True, and the restored RNGs draw what the
-    uninterrupted ones draw next (python, numpy, torch): a resume stays bit-identical."""
+    """A snapshot loads with weights_only=True and its RNGs draw what the uninterrupted ones draw next."""
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
     np.random.standard_normal()  # a cached Gaussian in numpy's state
     st.save_state(tmp_path, plain_snapshot(), {"step": 4})
@@ -192,8 +191,7 @@ class FakeCuda:
 
 
 def test_a_snapshot_keeps_its_devices_rng_only_and_resumes_on_a_one_gpu_machine(tmp_path, monkeypatch):
-    """A cell trained on cuda:1 of a 2-GPU machine stores cuda:1's generator (not every GPU's), loads
-    with weights_only, and resumes on the one GPU of another machine with that generator's state."""
+    """A cuda:1 run stores cuda:1's generator only and resumes with it on another machine's one GPU."""
     snapshot = plain_snapshot()  # its optimiser step before torch.cuda is stubbed
     two = FakeCuda(monkeypatch, gpus=2)
     rng = st.capture_rng(torch.device("cuda", 1))
@@ -206,8 +204,7 @@ def test_a_snapshot_keeps_its_devices_rng_only_and_resumes_on_a_one_gpu_machine(
 
 
 def test_an_older_snapshot_with_every_gpus_rng_resumes_with_its_devices(monkeypatch):
-    """The list form (one state per GPU of the machine that wrote it): the element of the run's device
-    index, or the first where the list has no such element."""
+    """An older per-GPU list: the run's device index's state, or the first where the list is shorter."""
     old = [torch.full((8,), v, dtype=torch.uint8) for v in (70, 71)]
     rng = {**st.capture_rng(torch.device("cpu")), "cuda": old}
     one = FakeCuda(monkeypatch, gpus=1)

@@ -122,8 +122,7 @@ def test_cluster_axis_measures_are_sign_invariant():
 
 # --------------------------------------------------------------------------- the paper's finding
 def test_oar_keeps_the_clusters_apart_where_infonce_fuses_them():
-    """Default settings, seeds 0-9: InfoNCE often loses a dimension or merges the clusters;
-    OAR-InfoNCE keeps rank 3 and three directions on every seed."""
+    """Seeds 0-9: InfoNCE often loses a dimension; OAR-InfoNCE keeps rank 3 and three directions always."""
     table = seed_table(SyntheticSettings(), range(10), losses=["ntxent"])
     plain, oar = table[~table.oar], table[table.oar]
     assert not table.diverged.any() and len(plain) == len(oar) == 10
@@ -186,8 +185,7 @@ def test_figure_marks_a_diverged_run(tmp_path):
 
 
 def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
-    """One row per loss, ± OAR and seed, the first seed's figure, and the sweep: each override once per
-    seed, after the study's own "as configured" runs (the same numbers as its table)."""
+    """A row per loss, ± OAR and seed, the figure, then each sweep override once per seed."""
     settings = dataclasses.replace(SMALL, seeds=2, sweep=({"lr": 0.1}, {"optimizer": "adam", "lr": 1e-3}))
     table = run_synthetic_study(settings, tmp_path)
     assert list(zip(table.loss, table.oar, table.seed, strict=True)) == [

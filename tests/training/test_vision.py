@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.training import vision as trainer
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.vision import (
     VisionTrainSettings,
@@ -99,10 +102,6 @@ CELLS = {"tiny": {}, "oar": OAR, "channels_last": CHANNELS_LAST}
 
 
 def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss_and_trains_toward_its_anchors(reference):
-    from safetensors.torch import load_file
-
-    from contrastlab.losses.oar import orthonormal_anchors
-
     folder = reference("oar")
     records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     start, train = records[0], [r for r in records if r["event"] == "train"]
@@ -158,9 +157,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
 
 @pytest.mark.fault("NaN loss in a vision cell", "NonFiniteLossError naming the step and the loss stats")
 def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed, vision_settings, train_image):
-    from contrastlab.training import vision
-
-    poison_loss(monkeypatch, vision, 4)
+    poison_loss(monkeypatch, trainer, 4)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 4.*loss stats") as caught:
         train_image(vision_settings(max_steps=6), tmp_path)
     observed(str(caught.value)[:90])
@@ -225,11 +222,9 @@ def test_settings_round_trip_through_json_reject_bad_values_and_scale_the_rate_a
 def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_step(
     tmp_path, monkeypatch, vision_settings, train_image
 ):
-    """The kept-epoch validation is IEEE fp32 without autocast whatever the precision, and OAR's labelled
-    blur is drawn inside the step's precision, the first step included."""
+    """Validation: IEEE fp32 without autocast; OAR's blur: the step's precision from the first step."""
     from contrastlab.precision import fp32_mode_now, set_fp32_mode
     from contrastlab.training import runtime
-    from contrastlab.training import vision as trainer
 
     monkeypatch.setattr(runtime.Precision, "fp32_mode", property(lambda self: "tf32"))
     seen: dict[bool, set] = {True: set(), False: set()}  # encoder.training -> (fp32 mode, autocast)
@@ -302,8 +297,7 @@ def _same_distribution(a: dict, b: dict) -> dict[str, float]:
     ids=["macl", "oar"],
 )
 def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
-    """``augment_calls: one`` against two calls: the same distribution of view pairs (KS and chi-square at
-    alpha 1e-3, 3,000 pairs), while a broken pairing fails them."""
+    """One call and two give one distribution of view pairs (KS, chi-square, 3,000 pairs); broken fails."""
     augment = VisionTrainSettings(**settings).augment(16, (0.5,) * 3, (0.25,) * 3)
     images = (torch.rand(3000, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     two = _pair_statistics(*two_views(augment, images, torch.Generator().manual_seed(1), "two"))
@@ -318,9 +312,7 @@ def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
-    """The same on CUDA with torch's own sync detector: an OAR step (both augmentation calls, both
-    passes, the backward) raises if anything in it synchronises."""
-    from contrastlab.losses.oar import orthonormal_anchors
+    """An OAR step (both calls, both passes, the backward) passes torch's CUDA sync detector."""
     from contrastlab.models.vision import build_encoder
 
     cuda = torch.device("cuda")

@@ -55,8 +55,7 @@ def test_set_lr_fills_a_graphs_tensor_in_place_and_assigns_a_float():
 
 
 def test_deterministic_algorithms_keep_the_trainers_cudnn_autotuner_off():
-    """Inside capture.deterministic_algorithms train_vision's cudnn.benchmark is off whatever
-    ``cudnn_benchmark`` says, and as asked outside it."""
+    """cudnn.benchmark is off under deterministic_algorithms, as ``cudnn_benchmark`` asks outside."""
     assert capture.cudnn_benchmark(True) and not capture.cudnn_benchmark(False)
     with capture.deterministic_algorithms():
         assert not capture.cudnn_benchmark(True)
@@ -95,8 +94,7 @@ def _eager_step(run, parts, augment, images, views, calls, logging):
 
 @pytest.mark.parametrize("calls", ["two", "one"])
 def test_the_graphs_step_run_eagerly_is_the_trainers_eager_step_bit_for_bit(tmp_path, calls):
-    """Same views from the same generator state, the generator advanced by the same draws every step,
-    the same losses, statistics (computed after the step at log steps) and parameters."""
+    """The same views, generator advance, losses, statistics and parameters as the eager step."""
     augment = VisionTrainSettings().augment(16, (0.5,) * 3, (0.25,) * 3)
     images = (torch.rand(12, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     run = TrainingRun(tmp_path, device="cpu", precision="fp32", state_every=None, progress=False)
@@ -118,8 +116,7 @@ def test_the_graphs_step_run_eagerly_is_the_trainers_eager_step_bit_for_bit(tmp_
 
 
 def test_the_graphs_step_draws_views_distributed_as_todays():
-    """The captured body draws two_views' views for the generator's state, distributed over 3,000 pairs
-    as today's two-call views from another seed (test_vision.py's KS and chi-square tests)."""
+    """The captured body's views are distributed as today's two-call views (test_vision.py's tests)."""
     augment = VisionTrainSettings().augment(16, (0.5,) * 3, (0.25,) * 3)
     images = (torch.rand(3000, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     seen = []
@@ -208,8 +205,7 @@ def test_the_captured_step_lies_close_to_eager_in_the_default_mode(monkeypatch):
 
 @needs_cuda
 def test_the_trainer_captures_macls_step_and_snapshots_the_eager_draws(tmp_path, monkeypatch):
-    """train_vision on CUDA by default runs the graph, and each snapshot's augmentation generator state
-    (after steps 4 and 8 of 12) equals an eager run's."""
+    """train_vision on CUDA runs the graph; each snapshot's view generator equals an eager run's."""
     settings = dict(dataset="digits", loss="macl_vision", loss_hp=MACL_HP, width=4, head_hidden=16,
                     head_dim=8, batch_size=32, max_steps=12, log_every=4, state_every=4)  # fmt: skip
     states = {}

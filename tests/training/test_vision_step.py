@@ -9,8 +9,7 @@ from contrastlab.training.vision_step import OarBatch, train_step
 
 
 def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_checked(monkeypatch):
-    """Defect 14 of docs/gpu-defects.md: no ``Tensor.__bool__``/``item``/``tolist`` inside the step,
-    counted on the CPU with a stand-in for CUDA's sync debug mode."""
+    """Defect 14 (docs/gpu-defects.md): no device read in the step, counted on the CPU."""
     import contextlib
 
     from contrastlab.losses import build_loss

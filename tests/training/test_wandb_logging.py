@@ -87,8 +87,7 @@ def offline_runs(wandb_dir: Path) -> list[dict]:
 def test_a_cell_logs_its_settings_curves_and_test_scores_to_one_offline_wandb_run(
     tmp_path, monkeypatch, vision_settings, train_image
 ):
-    """The training (``WANDB_DIR`` unset: wandb's files in the results folder) and the evaluation
-    (``WANDB_DIR`` set: there) write one run, by its id."""
+    """Training (``WANDB_DIR`` unset) and evaluation (set) write one run, by its id."""
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_DIR", raising=False)
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 from contrastlab.models.text import attention_bias
 from contrastlab.senteval.tasks import load_sts_split
@@ -64,12 +65,9 @@ class DevEvaluator:
 
     def _padded(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
         """The sentences ``rows`` as ``(input_ids, attention_mask)`` on the device, as wide as the longest."""
-        width = max(len(self._encoded[i]) for i in rows)
-        ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, i in enumerate(rows):
-            ids[r, : len(self._encoded[i])] = torch.tensor(self._encoded[i])
-            mask[r, : len(self._encoded[i])] = 1
+        rows_ids = [torch.tensor(self._encoded[i], dtype=torch.long) for i in rows]
+        ids = pad_sequence(rows_ids, batch_first=True, padding_value=self._pad_id)
+        mask = pad_sequence([torch.ones_like(x) for x in rows_ids], batch_first=True)
         return ids.to(self.device), mask.to(self.device)
 
     def probe_batches(

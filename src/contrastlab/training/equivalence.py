@@ -36,15 +36,15 @@ import torch
 
 from contrastlab.losses import build_loss
 from contrastlab.models.packed import PaddingFree
-from contrastlab.training import capture
+from contrastlab.training import capture, sentence_step
 from contrastlab.training.runtime import TrainingRun, build_optimizer
+from contrastlab.training.sentence_step import CLIP_NORM
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 #: How far the typical gap to the reference runs may exceed their own typical gap (:func:`within_spread`).
 SPREAD_MARGIN = 2.0
-#: The trainer's optimiser and clipping (training.sentence: AdamW 0.9/0.999, eps 1e-8, no weight decay).
-ADAMW = {"lr": 3e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0}
-CLIP_NORM = 1.0
+#: The trainer's AdamW at its default rate (training.sentence_step: ``ADAMW``, ``CLIP_NORM``).
+ADAMW = {"lr": 3e-5, **sentence_step.ADAMW}
 
 
 def run_steps(

@@ -277,10 +277,8 @@ class _Sink:
 
 
 class WandbLog(_Sink):
-    """The W&B side of a training run (``run``: its :class:`WandbRun`; ``None``: off, every call a no-op):
-    :meth:`start` opens the run with the ``settings`` as its config (after the fields of ``cell``, the
-    cell the run trains: :func:`cell_settings`), :meth:`write` logs each record's :func:`scalars` at its
-    step (as :class:`TensorBoardLog` writes them), :meth:`close` finishes it."""
+    """The W&B side of a training run (``run``: its :class:`WandbRun`; ``None``: off, every call a no-op),
+    with the ``settings`` as its config after the fields of ``cell`` (:func:`cell_settings`)."""
 
     what, WRITE, CLOSE = "Weights & Biases run", "cannot log", "cannot finish"
 
@@ -309,8 +307,7 @@ class TensorBoardLog(_Sink):
     """The event files of one run in ``folder`` (``None``: off, every call a no-op), with the run's
     ``settings`` as its HParams session (:func:`hparams`; ``None``: no session). ``cell``: the cell trained
     (a job's wildcards), whose fields lead the session and whose path names its trial (None: TensorBoard's
-    hash of the settings). :meth:`start` opens the writer (fresh, or resumed after a snapshot's step),
-    :meth:`write` takes log records, :meth:`flush` goes with every snapshot, :meth:`close` ends the run."""
+    hash of the settings)."""
 
     what, WRITE, CLOSE = "TensorBoard events", "cannot write", "cannot write"
 

@@ -145,12 +145,12 @@ def begin(
     for note in notes:
         run.note(note)
     run.phases.mark("setup_s")
+    at_start = [evaluation for evaluation in track.evaluations if evaluation.at_start]
     if saved is not None:
         track.restore(saved)
-    elif any(evaluation.at_start for evaluation in track.evaluations):
-        for evaluation in track.evaluations:
-            if evaluation.at_start:
-                evaluation.call(0, 0)  # the backbone before training
+    elif at_start:
+        for evaluation in at_start:
+            evaluation.call(0, 0)  # the backbone before training
         run.phases.mark("dev_s")
     return start
 

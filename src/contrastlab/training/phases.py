@@ -38,6 +38,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from contrastlab.paths import atomic_write
+
 __all__ = ["Phases", "close_summary", "job_start", "note_job_start", "note_phase", "process_started"]
 
 #: How the running job started (:func:`note_job_start`), set by the workflow's job frame.
@@ -81,9 +83,8 @@ def close_summary(path: str | os.PathLike, clock: Callable[[], float] = time.tim
     except (OSError, ValueError, KeyError, TypeError):
         return False
     phases["total_s"] = max(total, phases["total_s"])
-    staged = path.with_name(f".{path.name}.{os.getpid()}")
-    staged.write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    os.replace(staged, path)
+    with atomic_write(path) as staged:
+        staged.write_text(json.dumps(summary, indent=1, default=float) + "\n")
     return True
 
 
@@ -115,10 +116,8 @@ class Phases:
         self.started = self.start["process_started"] if self.start else process_started()
         self.seconds: dict[str, float] = {}
         handed_over = self.start.get("handed_over") if self.start else None
-        if handed_over is None:
-            self.seconds["interpreter_s"] = max(0.0, now - self.started)
-        else:
-            self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
+        self.seconds["interpreter_s"] = max(0.0, (now if handed_over is None else handed_over) - self.started)
+        if handed_over is not None:
             # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
             self.seconds["imports_s"] = max(0.0, now - handed_over - sum(_FRAME_PHASES.values()))
             self.seconds.update(_FRAME_PHASES)

@@ -205,20 +205,6 @@ class GeneratorState:
         self.generator.set_state(state.to(self.generator.get_state().device))
 
 
-def progress_bar(total: int, initial: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=total,
-        initial=initial,
-        unit="step",
-        desc=desc,
-        disable=not enabled,
-        mininterval=1.0 if sys.stderr.isatty() else 30.0,
-        dynamic_ncols=True,
-    )
-
-
 # ------------------------------------------------------------------------------------------ TrainingRun
 
 
@@ -373,10 +359,6 @@ class TrainingRun:
         """fp16 steps skipped by the loss scaler over the whole run (a host sync)."""
         return int(self._skipped.item())
 
-    @skipped_steps.setter
-    def skipped_steps(self, value: int) -> None:
-        self._skipped.fill_(value)
-
     @property
     def skips_in_a_row(self) -> int:
         """fp16 steps skipped in a row up to the last step (a host sync)."""
@@ -386,9 +368,19 @@ class TrainingRun:
     def steps(self, start: int, total: int, desc: str) -> Iterator[int]:
         """Steps ``start + 1 .. total`` with a progress bar; the interval clock starts here. The
         TensorBoard events end with the loop (the trainers log no curve after it)."""
+        from tqdm.auto import tqdm
+
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        self._bar = progress_bar(total, start, desc, self.progress)
+        self._bar = tqdm(
+            total=total,
+            initial=start,
+            unit="step",
+            desc=desc,
+            disable=not self.progress,
+            mininterval=1.0 if sys.stderr.isatty() else 30.0,
+            dynamic_ncols=True,
+        )
         self._interval_t, self._paused = time.perf_counter(), 0.0
         try:
             for step in range(start + 1, total + 1):
@@ -448,10 +440,9 @@ class TrainingRun:
         if scaler:
             *values, scale, skipped = values
         self.timings["train_s"] += elapsed
-        self.timings["timed_items"] = self.timings.get("timed_items", 0) + self._interval_items
+        self.count(timed_items=self._interval_items)
         if self._warm:  # the first interval of a process holds CUDA's and the allocator's warm-up
-            self.timings["steady_train_s"] = self.timings.get("steady_train_s", 0.0) + elapsed
-            self.timings["steady_steps"] = self.timings.get("steady_steps", 0) + self._interval_steps
+            self.count(steady_train_s=elapsed, steady_steps=self._interval_steps)
         self._warm = True
         out = {
             "loss": values[0],
@@ -534,7 +525,7 @@ class TrainingRun:
         self.scaler.load_state_dict(saved["scaler"])
         self.timings.update(saved["timings"])
         self.resumed_from = [*saved["resumed_from"], saved["step"]]
-        self.skipped_steps = saved.get("skipped_steps", 0)
+        self._skipped.fill_(saved.get("skipped_steps", 0))
         self._interval(*saved["interval"])
         st.truncate_log(self.state_dir, saved["log_offset"])
         self.events.start(resume_step=saved["step"])

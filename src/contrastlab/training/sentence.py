@@ -11,8 +11,6 @@ the step (heads, both dropout views, ``grad_accum`` micro-batches) is :mod:`.sen
   kept. The dev embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's ``--mlp_only_train``,
   Li et al.), or ``cls_mlp`` = [CLS] through the head, as Nie et al.'s run script selected. The saved
   checkpoint and the test use the raw [CLS]. Step 0 is evaluated and logged, never selected.
-- Precision (:class:`~contrastlab.training.runtime.Precision`): bf16/fp16 autocast covers the encoder
-  only; head and loss run in fp32 unless ``head_autocast`` (SimCSE's ``--fp16``).
 
 The step never synchronises with the host; where a cell sets nothing,
 :func:`~contrastlab.training.capture.for_device` picks the fast path (docs/training-speed.md). On CPU a
@@ -60,6 +58,7 @@ from contrastlab.training.runtime import (
 from contrastlab.training.sentence_probe import GeometryProbe
 from contrastlab.training.sentence_select import DevSelection
 from contrastlab.training.sentence_step import (
+    ADAMW,
     CLIP_NORM,
     ROBERTA_TYPES,
     StepParts,
@@ -72,8 +71,6 @@ from contrastlab.training.settings import Settings, check_against_schema
 __all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step", "ROBERTA_TYPES"]
 
 DEFAULT_CACHE_DIR = Path("resources/cache")
-ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
-ADAM_EPS = 1e-8
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint). The
 #: device-dependent ones (None: decided by the device, :func:`~contrastlab.training.capture.for_device`)
 #: also count as default at the value every run had before they became device-dependent, so that a
@@ -192,13 +189,11 @@ def train(
     """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``state_dir`` holds snapshots (a rerun resumes from them), deleted on success unless ``keep_state``
-    (a workflow job keeps the finished state until Snakemake has accepted its outputs, so a rerun only
-    re-exports); ``corpus_sha256`` the corpus's digest where the job has it (None: hashed here);
-    ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every``, ``events_dir``
-    (default ``<state_dir>.tensorboard``), ``wandb_run`` and ``cell``: as
+    (:func:`~contrastlab.training.loop.export_outputs`); ``corpus_sha256`` the corpus's digest where the
+    job has it (None: hashed here); ``cache_dir`` the tokenised corpus (default ``resources/cache``);
+    ``check_every``, ``events_dir`` (default ``<state_dir>.tensorboard``), ``wandb_run`` and ``cell``: as
     :class:`~contrastlab.training.runtime.TrainingRun` takes them. Returns the summary written to
-    ``out_dir/train_summary.json``.
-    """
+    ``out_dir/train_summary.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
     with capture.deterministic_algorithms(settings.deterministic):
@@ -277,9 +272,16 @@ class _SentenceTrack(loop.Track):
             self.evaluations.append(loop.Evaluation(s.analysis_every, lambda step, _: analyse(step), True))
 
     def prepare(self, start: int) -> None:
-        """The step's encoder (padding-free, compiled or the model) and its graph, after a resume."""
+        """The step's encoder (padding-free, compiled or the model) and, where ``cuda_graph`` asks, its
+        graph, after a resume (:func:`_capture_step`). Where it cannot be captured the settings say
+        ``cuda_graph: false`` and ``compile: false`` and the model itself encodes (a compiled module can
+        fail again eagerly)."""
         self.parts = dataclasses.replace(self.parts, encoder=_encoder(self.s, self.model))
-        self.s, self.parts, self.graph = _graph(self.s, self.run, self.parts, self.model, start)
+        if self.s.cuda_graph:
+            self.graph = _capture_step(self.s, self.run, self.parts, start)
+            if self.graph is None:
+                self.s = dataclasses.replace(self.s, cuda_graph=False, compile=False)
+                self.parts = dataclasses.replace(self.parts, encoder=_encoder(self.s, self.model))
 
     def epoch(self, epoch: int) -> np.ndarray:
         return epoch_order(self.parts.corpus.n_sentences, self.s.seed, epoch)
@@ -315,23 +317,12 @@ class _SentenceTrack(loop.Track):
 def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
     """AdamW (protocol.md §2) and its schedule, the rate decaying linearly to 0 over ``total`` steps; with
     ``cuda_graph`` fused AdamW keeps its step count and rate on the device (``capturable``)."""
-    hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
+    hp = {"lr": s.lr, **ADAMW}
     if s.cuda_graph:
         hp["capturable"] = True
     optimizer = build_optimizer("adamw", params, run.device, **hp)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (total - k) / total))
     return optimizer, scheduler
-
-
-def _graph(s: TrainSettings, run: TrainingRun, parts: StepParts, model: nn.Module, start: int):
-    """``(s, parts, graph)``: the captured step where ``s`` asks for one (:func:`_capture_step`), else
-    None. Where it cannot be captured ``s`` says ``cuda_graph: false`` and ``compile: false`` and
-    ``parts`` encode with ``model`` itself (a compiled module can fail again eagerly)."""
-    graph = _capture_step(s, run, parts, start) if s.cuda_graph else None
-    if s.cuda_graph and graph is None:
-        s = dataclasses.replace(s, cuda_graph=False, compile=False)
-        parts = dataclasses.replace(parts, encoder=_encoder(s, model))
-    return s, parts, graph
 
 
 def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path):

@@ -30,6 +30,7 @@ __all__ = ["CLIP_NORM", "ROBERTA_TYPES", "StepParts", "build_head", "embed_pairs
 #: The families whose ``li2024`` head is Tanh then Linear (:data:`contrastlab.families.TEXT_FAMILIES`).
 ROBERTA_TYPES = families.text_types("roberta_like")
 CLIP_NORM = 1.0  # protocol.md §2: the gradient norm clipped to 1.0
+ADAMW = {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0}  # protocol.md §2 (SimCSE's HF Trainer)
 LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
 
 
@@ -50,12 +51,8 @@ class StepParts:
 def build_head(
     protocol: str, model_type: str, dim: int, initializer_range: float = 0.02
 ) -> tuple[nn.Module, str]:
-    """The training-only head and a short description of it (see the module docstring).
-
-    ``simcse``: Linear + Tanh, weight ~ N(0, ``initializer_range``), bias 0 (BERT's ``_init_weights``,
-    which SimCSE's ``cl_init`` applies to its MLP). ``li2024``: weight and bias ~ N(0, 6e-3).
-    Draws from torch's global RNG (seeded by the trainer).
-    """
+    """The training-only head of ``protocol`` and a short description of it (module docstring); draws
+    from torch's global RNG (seeded by the trainer)."""
     linear = nn.Linear(dim, dim)
     if protocol == "simcse":
         nn.init.normal_(linear.weight, mean=0.0, std=initializer_range)

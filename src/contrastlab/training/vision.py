@@ -257,10 +257,9 @@ def train_vision(
 
 @dataclass(frozen=True)
 class VisionParts:
-    r"""What the image step needs, built once per run (:func:`build_parts`): ``encoder`` (the module
-    whose weights are saved) and ``forward_encoder`` (the step's: compiled, or the module itself), the
-    ``head``, ``loss_fn``, the ``optimizer`` and its ``params``, the batch ``augment``\ ation and its
-    generator ``views``, OAR's labelled batches ``oar`` (None without OAR) and the ``memory_format``."""
+    """What the image step needs, built once per run (:func:`build_parts`): ``forward_encoder`` is the
+    step's (compiled, or ``encoder`` itself, whose weights are saved); ``views`` the augmentation's
+    generator; ``oar`` OAR's labelled batches (None without OAR)."""
 
     encoder: torch.nn.Module
     forward_encoder: torch.nn.Module
@@ -307,11 +306,7 @@ def _train(
     parts = build_parts(s, run, data, size)
     run.phases.mark("model_load_s")
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
-    select = None
-    if trained is not None:
-        select = ValSelection(
-            s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
-        )
+    select = None if trained is None else ValSelection(s, run, images, parts)
     track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
     track.fingerprint = fingerprint
     start = loop.begin(run, track, saved, run_info, notes)
@@ -355,10 +350,32 @@ class _VisionTrack(loop.Track):
         return self._lr
 
     def step(self, step: int, rows, logging: bool) -> loop.StepOutput:
-        s, batch = self.s, self.images[rows]
-        out, h1, h2, oar, grad_norm = _step(
-            s, self.run, self.parts, self.images, batch, step, logging, self.graph
-        )
+        """One step on the batch of ``rows``: the captured one (``graph``; the loss's stats computed after
+        it at log steps) or the eager one, OAR's labelled term included."""
+        s, run, parts, batch, oar = self.s, self.run, self.parts, self.images[rows], None
+        if self.graph is not None:
+            out, h1, h2, grad_norm = self.graph(batch)
+            out = vc.with_stats(parts.loss_fn, out, h1, h2) if logging else out
+        else:
+            with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
+                oar_batch = (
+                    parts.oar.batch(step, self.images, parts.augment, parts.views) if parts.oar else None
+                )
+                out, h1, h2, oar = train_step(
+                    parts.forward_encoder,
+                    parts.head,
+                    parts.loss_fn,
+                    *two_views(parts.augment, batch, parts.views, s.augment_calls),
+                    autocast=run.autocast,
+                    memory_format=parts.memory_format,
+                    with_stats=logging,
+                    oar=oar_batch,
+                    scale=run.scale,
+                    head_autocast=s.head_autocast,
+                )
+                # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
+                clip = math.inf if logging else None
+                grad_norm = run.optimizer_step(parts.optimizer, parts.params, clip_norm=clip)
         loss = out.loss.detach() if oar is None else (out.loss + s.oar_weight * oar).detach()
         return loop.StepOutput(out, h1, h2, loss, grad_norm, len(batch), oar)
 
@@ -493,42 +510,6 @@ def _capture_step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, 
     )
 
 
-def _step(
-    s: VisionTrainSettings,
-    run: TrainingRun,
-    parts: VisionParts,
-    images,
-    batch,
-    step: int,
-    logging: bool,
-    graph,
-) -> tuple:
-    """One step on ``batch``: the captured one (``graph``; the loss's stats computed after it at log
-    steps) or the eager one, OAR's labelled term included. Returns (loss output, h1, h2, OAR term or
-    None, grad norm)."""
-    if graph is not None:
-        out, h1, h2, grad_norm = graph(batch)
-        return (vc.with_stats(parts.loss_fn, out, h1, h2) if logging else out), h1, h2, None, grad_norm
-    with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
-        oar_batch = parts.oar.batch(step, images, parts.augment, parts.views) if parts.oar else None
-        out, h1, h2, oar_value = train_step(
-            parts.forward_encoder,
-            parts.head,
-            parts.loss_fn,
-            *two_views(parts.augment, batch, parts.views, s.augment_calls),
-            autocast=run.autocast,
-            memory_format=parts.memory_format,
-            with_stats=logging,
-            oar=oar_batch,
-            scale=run.scale,
-            head_autocast=s.head_autocast,
-        )
-        # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
-        clip = math.inf if logging else None
-        grad_norm = run.optimizer_step(parts.optimizer, parts.params, clip_norm=clip)
-    return out, h1, h2, oar_value, grad_norm
-
-
 #: The finished encoder folder inside a cell's state folder, kept until Snakemake accepts the outputs.
 EXPORT_DIR = "encoder"
 
@@ -536,10 +517,8 @@ EXPORT_DIR = "encoder"
 def _finish(
     run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path, keep_state: bool
 ) -> dict:
-    """The summary (written to ``settings.json`` beside the encoder, and the log's end record), the kept
-    encoder written into the state folder, a "finished" snapshot (a kill during the export, or outputs
-    removed after the job, only redo the export), the encoder and the log exported to ``out_dir`` and
-    ``log_path``, the state folder removed (unless ``keep_state``)."""
+    """The summary (``settings.json`` beside the encoder, and the log's end record) and the kept encoder
+    written into the state folder, then :func:`~contrastlab.training.loop.finish` (the export)."""
     s, select, parts = track.s, track.select, track.parts
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss

@@ -28,9 +28,9 @@ class ValSelection:
     arithmetic, and its views come from a generator seeded by (seed, epoch): training's draws are
     untouched and a resumed run validates identically."""
 
-    def __init__(self, s, run: TrainingRun, images, augment, loss_fn, encoder, head, memory_format) -> None:
-        self.s, self.run, self.augment, self.loss_fn = s, run, augment, loss_fn
-        self.encoder, self.head, self.memory_format = encoder, head, memory_format
+    def __init__(self, s, run: TrainingRun, images, parts) -> None:
+        self.s, self.run, self.augment, self.loss_fn = s, run, parts.augment, parts.loss_fn
+        self.encoder, self.head, self.memory_format = parts.encoder, parts.head, parts.memory_format
         self.images = images[validation_split(len(images), s.val_fraction, s.seed).to(images.device)]
         self.best, self.kept_epoch, self.losses = math.inf, None, []
 

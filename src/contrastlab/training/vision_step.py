@@ -78,15 +78,15 @@ class OarBatches:
     ``VisionTrainSettings``; ``data``: its training split (``labels``)."""
 
     def __init__(self, s, data, loss_dim: int, device: torch.device) -> None:
-        self.s = s
-        self.labelled = labelled_subset(len(data.labels), s.oar_fraction, s.seed).to(device)
+        self.s, subset = s, labelled_subset(len(data.labels), s.oar_fraction, s.seed)
+        self.labelled = subset.to(device)
         self.labels = data.labels.to(device)
         self.batch_size = min(s.oar_batch_size or s.batch_size, len(self.labelled))
         self.steps_per_cycle = len(self.labelled) // self.batch_size
         generator = torch.Generator().manual_seed(s.seed)
         self.anchors = orthonormal_anchors(NUM_CLASSES[s.dataset], loss_dim, generator=generator).to(device)
         self.cycle, self.order = -1, torch.empty(0, dtype=torch.long)
-        labelled = data.labels[labelled_subset(len(data.labels), s.oar_fraction, s.seed)]
+        labelled = data.labels[subset]
         if len(labelled) and not (0 <= int(labelled.min()) and int(labelled.max()) < len(self.anchors)):
             raise ValueError(
                 f"{s.dataset}: labels of the labelled subset must be in [0, {len(self.anchors)})"
