@@ -184,5 +184,11 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
     assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
     path = image_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
-    tags = "image-feature-extraction contrastive-learning torchvision macl-bs256 arxiv:2001.01234".split()
+    tags = [
+        "image-feature-extraction",
+        "contrastive-learning",
+        "torchvision",
+        "macl-bs256",
+        "arxiv:2001.01234",
+    ]
     assert ModelCard.load(path).data.tags == tags

@@ -36,8 +36,16 @@ from contrastlab.losses._common import (
 )
 from contrastlab.losses.catalog import DEFAULTS
 
-PARADIGM_LOSSES: tuple[str, ...] = tuple(
-    "infonce arccon mpt met paradigm mmhe mmhs mvicreg mbarlow_twins".split()
+PARADIGM_LOSSES: tuple[str, ...] = (
+    "infonce",
+    "arccon",
+    "mpt",
+    "met",
+    "paradigm",
+    "mmhe",
+    "mmhs",
+    "mvicreg",
+    "mbarlow_twins",
 )
 
 
