@@ -108,7 +108,14 @@ def test_extract_features_is_the_pooled_eval_mode_output_in_any_batching():
 
 
 #: OAR's FFN scores at label budgets 10% and 100%, then the embedding statistics, in evaluate_encoder's order.
-FFN_SCORES = "ffn10_top1 ffn10_top5 ffn100_top1 ffn100_top5 embedding_variance effective_rank_95".split()
+FFN_SCORES = [
+    "ffn10_top1",
+    "ffn10_top5",
+    "ffn100_top1",
+    "ffn100_top5",
+    "embedding_variance",
+    "effective_rank_95",
+]
 
 
 def test_evaluate_encoder_end_to_end_on_digits_and_split_into_two_jobs(tmp_path):

@@ -293,11 +293,17 @@ def checkpoint_fingerprint(model_dir: str | Path, pooling: str, max_length: int 
     return h.hexdigest()[:16]
 
 
-#: Keys of a checkpoint's train_summary.json copied into its metrics file (the report's precision list);
-#: ``best_dev_spearman``, the kept checkpoint's STS-B dev Spearman, is Li Fig. 6's measure (report claims).
-TRAINING_KEYS = tuple(
-    "precision requested_precision tf32_matmul tf32_conv dev_pooling device_name best_step best_dev_spearman "
-    "steps".split()
+#: Keys of a checkpoint's train_summary.json copied into its metrics file (the report's precision list).
+TRAINING_KEYS = (
+    "precision",
+    "requested_precision",
+    "tf32_matmul",
+    "tf32_conv",
+    "dev_pooling",
+    "device_name",
+    "best_step",
+    "best_dev_spearman",  # STS-B dev Spearman of the kept checkpoint: Li Fig. 6's measure (report claims)
+    "steps",
 )
 
 

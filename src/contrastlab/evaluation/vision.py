@@ -284,8 +284,15 @@ def knn_accuracy(
 
 
 #: Keys of an encoder's settings.json copied into its metrics file (as senteval.TRAINING_KEYS).
-TRAINED_WITH_KEYS = tuple(
-    "precision requested_precision tf32_matmul tf32_conv device_name steps keep kept_epoch".split()
+TRAINED_WITH_KEYS = (
+    "precision",
+    "requested_precision",
+    "tf32_matmul",
+    "tf32_conv",
+    "device_name",
+    "steps",
+    "keep",
+    "kept_epoch",
 )
 
 
