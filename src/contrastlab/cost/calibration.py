@@ -219,14 +219,22 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         str(packing.get("source") or ""),
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
+        # a ratio is one card's measurement: never taken from the default file
         padding_free_ratio={precision: float(value) for precision, value in ratios.items()},
-        packing_variants={
+        **_from_gpu_check(data, packing, chosen),
+    )
+
+
+def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """:class:`Calibration`'s ``packing_variants`` (the figures beside ``speedup``) and ``missing_parts``."""
+    return {
+        "packing_variants": {
             k: f
             for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
-            if (f := _packing_speedup(packing, chosen, k))
+            if (f := _packing_speedup(packing, path, k))
         },
-        missing_parts=tuple(str(part) for part in data.get("missing_parts") or ()),
-    )
+        "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
+    }
 
 
 def _packing_speedup(
