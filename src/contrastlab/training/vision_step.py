@@ -78,7 +78,8 @@ class OarBatches:
     ``VisionTrainSettings``; ``data``: its training split (``labels``)."""
 
     def __init__(self, s, data, loss_dim: int, device: torch.device) -> None:
-        self.s, subset = s, labelled_subset(len(data.labels), s.oar_fraction, s.seed)
+        self.s = s
+        subset = labelled_subset(len(data.labels), s.oar_fraction, s.seed)
         self.labelled = subset.to(device)
         self.labels = data.labels.to(device)
         self.batch_size = min(s.oar_batch_size or s.batch_size, len(self.labelled))
