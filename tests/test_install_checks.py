@@ -11,19 +11,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
-import importlib.util
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-
-from contrastlab.paths import REPO_ROOT
-
-spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
-install = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(install)
+from test_install import install  # scripts/install.py, loaded once
 
 
 def _record_hash(data: bytes) -> str:

@@ -260,16 +260,13 @@ def test_a_repository_without_safetensors_is_refused_at_the_fetch(hub, tmp_path,
 def test_a_path_backbone_is_settable_from_the_command_line(repo_root, first_run):
     """A local copy (shared model store) named on the command line merges with config.yaml's hf_id: the
     folder is used, the hub id names what it is a copy of."""
-    from snakemake.cli import parse_config
-    from snakemake.utils import update_config
-
     from contrastlab import config as cl_config
     from contrastlab.models.text import backbone_source
 
-    workdir, _, _ = first_run
-    config = yaml.safe_load((repo_root / "config.yaml").read_text())
-    folder = workdir / "resources" / "models" / "bert-base"
-    update_config(config, parse_config([f"backbones={{bert-base: {{path: {folder}}}}}"]))
+    from .workflow_start import snakemake_config
+
+    folder = first_run[0] / "resources" / "models" / "bert-base"
+    config = snakemake_config(repo_root / "config.yaml", f"backbones={{bert-base: {{path: {folder}}}}}")
     spec = cl_config.validate(config)["backbones"]["bert-base"]
     assert backbone_source(spec) == "path" and spec["hf_id"] == "bert-base-uncased"
     assert os.fspath(folder) == spec["path"]
