@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -173,9 +174,6 @@ def test_atomic_dir_removes_the_old_folder_only_after_the_new_one_is_in_place(
     "disk full while the tables and report are re-rendered", "every previous file keeps its content"
 )
 def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observed):
-    from pathlib import Path
-
-    from contrastlab.paths import Results
     from contrastlab.report import build_report
 
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
