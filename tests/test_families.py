@@ -246,7 +246,7 @@ def test_the_plan_prices_every_configured_cell_in_the_mode_the_trainer_runs(
 ):
     grid = cl_config.Grid(_variant(path, **change))
     _card(monkeypatch, NATIVE_BF16[grid.compute.get("gpu_model")])
-    modes: dict[str, int] = {}
+    assert grid.cells
     for cell in grid.cells:
         work = flops.cell_work(grid, cell)
         priced = "padding-free" if work.padding_free else "graph" if work.graphed else "eager"
@@ -256,8 +256,6 @@ def test_the_plan_prices_every_configured_cell_in_the_mode_the_trainer_runs(
         else:
             trained = _trainer_mode(grid, cell, None)
         assert priced == trained, cell
-        modes[priced] = modes.get(priced, 0) + 1
-    assert sum(modes.values()) == len(grid.cells) > 0
 
 
 def test_macls_captured_image_step_is_priced_as_captured():

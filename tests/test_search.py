@@ -281,7 +281,7 @@ def test_selection_table_against_published(tmp_path):
     (folder / "stage1.json").write_text(
         json.dumps({"winner_settings": settings, "winner_dev": 80.0, "points": points})
     )
-    rows = {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")}
+    rows = _rows(config, tmp_path)
     assert rows["lr"]["verdict"] == SAME and rows["lr"]["tried"] == "1e-05, 3e-05"
     assert rows["hp.m"]["verdict"] == DIFFERS and rows["hp.m"]["selected"] == "0.3"
     assert rows["hp.m"]["published"] == "0.23" and rows["hp.m"]["configured"] == "0.23"
@@ -348,6 +348,11 @@ def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tupl
     (folder / f"stage{k}.json").write_text(json.dumps(selection))
 
 
+def _rows(config: dict, tmp_path, metrics=None) -> dict[str, dict]:
+    """The nie2023 selection table's rows by searched setting."""
+    return {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", metrics)}
+
+
 def _dev_metrics(values: dict[str, list[float]], backbone: str = "bert-base"):
     """Configured cells' best STS-B dev Spearman per seed (the dev noise's pool)."""
     rows = [
@@ -374,20 +379,12 @@ def test_published_point_within_the_winners_dev_noise_counts_as_matched(tmp_path
     for gap, verdict in ((3.9, SAME_NOISE), (4.0, DIFFERS)):
         points = [({**base, "loss_hp": {"m": 0.23}}, 80.0 - gap), ({**base, "loss_hp": {"m": 0.3}}, 80.0)]
         _write_stage(tmp_path, "bert-base", "mpt", 1, points, winner=1)
-        row = next(
-            r
-            for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", metrics)
-            if r["setting"] == "hp.m"
-        )
+        row = _rows(config, tmp_path, metrics)["hp.m"]
         assert row["verdict"] == verdict, gap
         assert row["published − winner (dev)"] == f"{-gap:+.2f} (noise ± 3.93)"
     # without a noise estimate (one seed per cell) the exact rule is all that is left
     one_seed = _dev_metrics({"cl": [80.0, math.nan, math.nan]})
-    row = next(
-        r
-        for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", one_seed)
-        if r["setting"] == "hp.m"
-    )
+    row = _rows(config, tmp_path, one_seed)["hp.m"]
     assert row["verdict"] == DIFFERS and row["published − winner (dev)"] == "-4.00"
 
 
@@ -406,7 +403,7 @@ def test_published_values_outside_the_papers_grid_are_flagged(tmp_path):
         for i, t in enumerate((0.03, 0.05, 0.07))
     ]
     _write_stage(tmp_path, "bert-large", "dcl", 2, stage2, winner=2)
-    rows = {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")}
+    rows = _rows(config, tmp_path)
     assert rows["hp.tau"]["verdict"] == OFF_GRID and rows["hp.tau"]["published"] == "0.01 (off grid)"
     assert rows["hp.tau"]["off_grid"] and not rows["lr"]["off_grid"] and rows["lr"]["verdict"] == SAME
     assert off_grid([{"grid": {"hp.tau": [0.03]}}], "hp.tau", 0.2)
