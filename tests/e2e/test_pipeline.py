@@ -413,36 +413,17 @@ def snakemake_in(checkout: Path, *args: str) -> str:
     return output
 
 
-def test_an_edited_loss_module_in_a_copy_retrains_exactly_the_cells_that_use_it(
+def test_a_copy_retrains_nothing_even_from_old_records_and_an_edited_loss_module_its_cells(
     repo_root, finished_demo, tmp_path
 ):
-    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing; in it, an
-    edit of nie2023.py (both cells' losses) retrains both and nothing else, one of a module no cell uses
-    nothing."""
+    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing; records
+    naming them by absolute path (from before the upgrade) are migrated (contrastlab.workflow.sources) by
+    the first run, which retrains nothing; in the copy, an edit of nie2023.py (both cells' losses)
+    retrains both and nothing else, one of a module no cell uses nothing."""
     workdir, config, _ = finished_demo
-    checkout = moved_checkout(repo_root, tmp_path / "edited" / "repo")
-    configfile = write(config, workdir / "edited-loss.yaml")
+    checkout = moved_checkout(repo_root, tmp_path / "repo")
+    configfile = write(config, workdir / "copied.yaml")
     nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
-    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
-    unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
-    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
-    used = checkout / "src" / "contrastlab" / "losses" / "nie2023.py"
-    used.write_text(used.read_text() + "# an edit both demo cells see\n")
-    output = snakemake_in(checkout, "-n", "--configfile", configfile)
-    counts = job_counts(output)
-    assert counts["train"] == 2 and counts["encode"] == counts["evaluate"] == 2, counts
-    assert "encode_pretrained" not in counts and "evaluate_pretrained" not in counts, counts
-    assert "corpus" not in counts and "fetch_backbone" not in counts, counts
-    assert output.count("Updated input files: src/contrastlab/losses/nie2023.py") == 2, output[-3000:]
-
-
-def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
-    repo_root, finished_demo, tmp_path
-):
-    """Records naming a loss module by absolute path are migrated (contrastlab.workflow.sources) by
-    the first run, which retrains nothing."""
-    workdir, config, _ = finished_demo
-    checkout = moved_checkout(repo_root, tmp_path / "upgraded" / "repo")
     relative = "src/contrastlab/losses/nie2023.py"
     old = str(checkout / relative)
     records = [p for p in (checkout / ".snakemake" / "metadata").rglob("*") if p.is_file()]
@@ -453,8 +434,19 @@ def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
             record.write_text(text.replace(f'"{relative}"', json.dumps(old)))
             rewritten += 1
     assert rewritten == 4  # the two training jobs, a record per output (model, train_log.jsonl)
-    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", write(config, workdir / "upgraded.yaml")))
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     assert not any(old in record.read_text() for record in records)
+    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
+    unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
+    used = checkout / relative
+    used.write_text(used.read_text() + "# an edit both demo cells see\n")
+    output = snakemake_in(checkout, "-n", "--configfile", configfile)
+    counts = job_counts(output)
+    assert counts["train"] == 2 and counts["encode"] == counts["evaluate"] == 2, counts
+    assert "encode_pretrained" not in counts and "evaluate_pretrained" not in counts, counts
+    assert "corpus" not in counts and "fetch_backbone" not in counts, counts
+    assert output.count(f"Updated input files: {relative}") == 2, output[-3000:]
 
 
 # --- Snakemake's own report of the demo above: tables, figures and report.html under their papers ------
