@@ -5,19 +5,16 @@ gives it an environment of its own, .venv/cffconvert, under constraints-cffconve
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import tomllib
 
 import pytest
 import yaml
+from test_install import install  # scripts/install.py, which puts cffconvert in place
 
 from contrastlab import papers
 from contrastlab.paths import REPO_ROOT
 
-_spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
-install = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(install)
 CFFCONVERT = install.CFFCONVERT_ENV / "bin" / "cffconvert"
 
 
