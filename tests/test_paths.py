@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from contrastlab.config import Cell
 from contrastlab.paths import (
@@ -198,8 +199,6 @@ def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observe
 
 def test_read_yaml_gives_safe_loads_objects_for_every_yaml_file_the_project_ships():
     """paths.read_yaml reads every shipped YAML file to the same objects as yaml.safe_load."""
-    import yaml
-
     shipped = [
         path
         for pattern in ("*.yaml", "config/*.yaml", "schemas/*.yaml", "profiles/*/*.yaml", "src/**/*.yaml")

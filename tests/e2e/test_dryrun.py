@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from contrastlab import config as cl_config
 from tests import forked
@@ -284,8 +285,6 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
 def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bogus_defaults(repo_root):
     """Nothing in the profiles overrides the rules' threads, and no placeholder account or partition; the
     SentEval probe jobs go out 20 to a group job, 4 at a time inside it (a local ``probe_slots`` pool)."""
-    import yaml
-
     for name in ("slurm", "slurm-gres"):
         profile = yaml.safe_load((repo_root / "profiles" / name / "config.yaml").read_text())
         defaults = profile.get("default-resources") or {}
