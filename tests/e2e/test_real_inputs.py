@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from hub_standin import HubStandin, build_tiny_bert, folder_files
 from publisher_formats import cifar_archive, md5, senteval_tar
 from torchvision.datasets import CIFAR10, CIFAR100
+
+from .test_pipeline import write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 6  # a long module: tests/conftest.py starts the highest numbers first
@@ -92,10 +93,8 @@ def overlay(hub: HubStandin, workdir: Path, name: str, **extra) -> str:
         },
         **extra,
     }
-    path = workdir / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return write(config, workdir / f"{name}.yaml")
 
 
 def run_steps(
