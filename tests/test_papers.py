@@ -30,11 +30,7 @@ def _fields(entry: str) -> tuple[str, str, dict[str, str]]:
 
 
 def _bib_authors(text: str) -> list[tuple[str, str]]:
-    names = []
-    for name in text.split(" and "):
-        family, _, given = name.strip("{}").partition(", ")
-        names.append((family, given))
-    return names
+    return [tuple(name.strip("{}").partition(", ")[::2]) for name in text.split(" and ")]
 
 
 def _cff_authors(reference: dict) -> list[tuple[str, str]]:
