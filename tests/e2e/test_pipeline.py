@@ -394,15 +394,6 @@ def test_presets_keep_their_own_state(repo_root, finished_demo):
 # --- a moved checkout: a finished demo copied to another path plans nothing again -----------------------
 
 
-def moved_checkout(repo_root: Path, dest: Path) -> Path:
-    """The checkout the demo ran in, copied to ``dest`` as ``cp -a`` would (its ``.snakemake`` records
-    included) with a ``src/`` of its own, which its Snakemake imports."""
-    shutil.copytree(repo_root, dest, symlinks=True)
-    (dest / "src").unlink()
-    shutil.copytree(REPO_ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    return dest
-
-
 def snakemake_in(checkout: Path, *args: str) -> str:
     """The output of a successful plain ``python -m snakemake`` in ``checkout`` (not the forked server)."""
     env = {k: v for k, v in dict(os.environ, **OFFLINE).items() if k != "PYTHONPATH"}
@@ -421,7 +412,12 @@ def test_a_copy_retrains_nothing_even_from_old_records_and_an_edited_loss_module
     the first run, which retrains nothing; in the copy, an edit of nie2023.py (both cells' losses)
     retrains both and nothing else, one of a module no cell uses nothing."""
     workdir, config, _ = finished_demo
-    checkout = moved_checkout(repo_root, tmp_path / "repo")
+    # the checkout the demo ran in, copied as `cp -a` would (its .snakemake records included) with a src/
+    # of its own, which its Snakemake imports
+    checkout = tmp_path / "repo"
+    shutil.copytree(repo_root, checkout, symlinks=True)
+    (checkout / "src").unlink()
+    shutil.copytree(REPO_ROOT / "src", checkout / "src", ignore=shutil.ignore_patterns("__pycache__"))
     configfile = write(config, workdir / "copied.yaml")
     nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     relative = "src/contrastlab/losses/nie2023.py"
