@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -99,8 +100,6 @@ def test_a_gpu_job_on_such_a_node_stops_with_the_line(fake_smi, monkeypatch, obs
 
 def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_root, tmp_path):
     """The pre-flight: ``make gpu-check`` prints the line before it starts anything."""
-    import subprocess
-
     fake_smi("535.104.05", "Tesla V100-SXM2-32GB", "7.0")
     code = (
         "import sys, runpy; sys.argv = ['gpu_check.py'];"
