@@ -50,16 +50,17 @@ print(json.dumps({
 """
 
 
-def environment_of_our_dependencies(folder: Path) -> tuple[Path, Path]:
-    """A fresh environment of the base interpreter at ``folder``, without this one's packages; the
-    dependencies (only they) are this environment's, named by a .pth line, which adds their folder and none
-    of the .pth files in it (the editable install's link to the checkout's src/ among them). Its python
-    and its site-packages."""
+def fresh_environment(folder: Path, *, our_dependencies: bool = True) -> tuple[Path, Path]:
+    """A fresh environment of the base interpreter at ``folder``, without pip or this one's packages: its
+    python and its site-packages. With ``our_dependencies`` those are this environment's, named by a .pth
+    line, which adds their folder and none of the .pth files in it (the editable install's link to the
+    checkout's src/ among them)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
     python = folder / "bin" / "python"
     purelib = [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
     site = Path(subprocess.check_output(purelib, text=True).strip())
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    if our_dependencies:
+        (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     return python, site
 
 
@@ -91,7 +92,7 @@ def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
     [wheel] = (tmp_path / "dist").glob("contrastlab-*.whl")
     assert "contrastlab/config/config.schema.yaml" in zipfile.ZipFile(wheel).namelist()
 
-    python, site = environment_of_our_dependencies(tmp_path / "venv")
+    python, site = fresh_environment(tmp_path / "venv")
     install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, text=True, timeout=300)
 

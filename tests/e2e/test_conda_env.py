@@ -14,7 +14,7 @@ import tomllib
 import pytest
 import yaml
 from test_install import pins
-from test_wheel import environment_of_our_dependencies
+from test_wheel import fresh_environment
 
 from contrastlab.paths import REPO_ROOT
 
@@ -47,7 +47,7 @@ def test_a_rule_finds_the_library_without_pip_install_e(repo_root, tmp_path):
     """An interpreter with every dependency (the environment's site-packages, by a .pth file) but not the
     editable install of contrastlab (whose own .pth is not read from there) runs a real job: the
     controller and the job import the library from the workflow's src/."""
-    python, _ = environment_of_our_dependencies(tmp_path / "env")
+    python, _ = fresh_environment(tmp_path / "env")
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     missing = subprocess.run([python, "-c", "import contrastlab"], capture_output=True, text=True, env=clean)
     assert missing.returncode != 0 and "No module named 'contrastlab'" in missing.stderr
