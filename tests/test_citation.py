@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 import yaml
-from test_install import install  # scripts/install.py, which puts cffconvert in place
+from test_install import install, pins  # scripts/install.py, which puts cffconvert in place
 
 from contrastlab import papers
 from contrastlab.paths import REPO_ROOT
@@ -42,12 +42,8 @@ def test_cffconvert_rejects_a_citation_without_its_authors(tmp_path):
 
 
 def test_cffconverts_own_pins_keep_it_apart_from_the_project():
-    pins = dict(
-        line.split("==")
-        for line in install.CFFCONVERT_CONSTRAINTS.read_text().splitlines()
-        if "==" in line and not line.startswith("#")
-    )
-    assert pins["cffconvert"] == "2.0.0" and pins["jsonschema"].startswith("3.")
+    pinned = pins(install.CFFCONVERT_CONSTRAINTS)
+    assert pinned["cffconvert"] == "2.0.0" and pinned["jsonschema"].startswith("3.")
     assert install.CFFCONVERT_ENV.parent == install.CUDA_CHOICE.parent  # inside the project's environment
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from packaging.version import Version
 from snakemake.deployment.conda import MIN_CONDA_VER
-from test_install import install  # scripts/install.py: the install both images run
+from test_install import install, pins  # scripts/install.py: the install both images run
 
 import contrastlab
 
@@ -80,10 +80,8 @@ def test_the_cuda_argument_is_install_pys(cuda, backend):
 
 
 def test_the_torch_pins_the_images_get():
-    pins = dict(
-        line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line
-    )
-    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"  # a matched pair (see README)
+    pinned = pins(ROOT / "constraints.txt")
+    assert pinned["torch"] == "2.14.1" and pinned["torchvision"] == "0.29.1"  # a matched pair (see README)
 
 
 def test_both_images_copy_the_same_workflow_and_every_path_exists():
