@@ -26,18 +26,16 @@ OFFLINE = dict(
 )
 
 
-def snakemake_process(
-    repo_root: Path, *args: str, cwd: Path | None = None, timeout: int = 600
-) -> subprocess.CompletedProcess:
+def snakemake_process(repo_root: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """Snakemake on the repository's Snakefile, offline, its output captured (exit status not checked)."""
     # A fork of a process that imported Snakemake (tests/forked.py), as ``subprocess.run`` of SNAKEMAKE.
     argv = ["-s", str(repo_root / "Snakefile"), *args]
-    return forked.snakemake(argv, cwd=cwd or repo_root, env=dict(os.environ, **OFFLINE), timeout=timeout)
+    return forked.snakemake(argv, cwd=repo_root, env=dict(os.environ, **OFFLINE), timeout=timeout)
 
 
-def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None, timeout: int = 600) -> str:
+def run_snakemake(repo_root: Path, *args: str, timeout: int = 600) -> str:
     """:func:`snakemake_process` that must succeed; returns its output."""
-    return succeeded(snakemake_process(repo_root, *args, cwd=cwd, timeout=timeout))
+    return succeeded(snakemake_process(repo_root, *args, timeout=timeout))
 
 
 def succeeded(done: subprocess.CompletedProcess) -> str:
