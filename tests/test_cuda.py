@@ -5,7 +5,6 @@ installed torch's build is replaced where the case needs another."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -27,7 +26,7 @@ def fake_smi(tmp_path, monkeypatch):
         script = tmp_path / "nvidia-smi"
         line = f"{name}, {driver}, {capability}"
         script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for _ in range(count)))
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        script.chmod(0o755)
         monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
 
     return install
