@@ -70,7 +70,6 @@ CLIENT_ENV_OVERRIDES = (
     "HUGGINGFACE_CO_STAGING",
 )
 
-_COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 _EPOCH = datetime(2024, 1, 1, tzinfo=UTC)  # commit dates: one minute apart from here, in order
 
 
@@ -272,13 +271,11 @@ class HubStandin:
 
     # -- content --
 
-    def add_repo(
-        self, repo_id: str, files: Mapping[str, bytes], *, commit: str | None = None, repo_type: str = "model"
-    ) -> str:
+    def add_repo(self, repo_id: str, files: Mapping[str, bytes], *, repo_type: str = "model") -> str:
         """Commit exactly ``files`` (path -> bytes) to branch ``main`` of the repo, creating it if new.
 
-        Returns the commit's sha: ``commit`` if given (40 lowercase hex digits), else one derived from the
-        repo, the previous commit and the content. Earlier commits stay downloadable by their sha.
+        Returns the commit's sha, derived from the repo, the previous commit and the content. Earlier
+        commits stay downloadable by their sha.
         """
         if repo_type not in REPO_TYPES:
             raise ValueError(f"repo_type must be one of {REPO_TYPES}, not {repo_type!r}")
@@ -292,20 +289,15 @@ class HubStandin:
             date = (_EPOCH + timedelta(minutes=tick)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
             repo = self._repos.setdefault((repo_type, repo_id), _Repo(repo_type, repo_id, created=date))
             parent = repo.refs.get("main", "")
-            if commit is None:
-                content = json.dumps(
-                    [repo_type, repo_id, parent, sorted((p, b.oid) for p, b in blobs.items())]
-                )
-                commit = hashlib.sha1(content.encode(), usedforsecurity=False).hexdigest()
-            if not _COMMIT_SHA.fullmatch(commit):
-                raise ValueError(f"a commit sha is 40 lowercase hex digits, not {commit!r}")
+            content = json.dumps([repo_type, repo_id, parent, sorted((p, b.oid) for p, b in blobs.items())])
+            commit = hashlib.sha1(content.encode(), usedforsecurity=False).hexdigest()
             if commit in repo.commits:
                 raise ValueError(f"{repo_type} repo {repo_id!r} already has commit {commit}")
             repo.commits[commit] = _Commit(commit, dict(sorted(blobs.items())), date)
             repo.refs["main"] = commit
         return commit
 
-    def add_dataset_file(self, repo_id: str, filename: str, data: bytes, *, commit: str | None = None) -> str:
+    def add_dataset_file(self, repo_id: str, filename: str, data: bytes) -> str:
         """Commit one file (added or replaced; the other files stay) to ``main`` of dataset repo ``repo_id``.
 
         Returns the new commit's sha (see :meth:`add_repo`).
@@ -314,7 +306,7 @@ class HubStandin:
             repo = self._repos.get(("dataset", repo_id))
             head = repo.resolve("main") if repo is not None else None
             files = {path: blob.data for path, blob in head.files.items()} if head is not None else {}
-        return self.add_repo(repo_id, {**files, filename: data}, commit=commit, repo_type="dataset")
+        return self.add_repo(repo_id, {**files, filename: data}, repo_type="dataset")
 
     def head(self, repo_id: str, *, repo_type: str = "model") -> str:
         """The commit sha ``main`` of the repo points to."""
@@ -341,14 +333,10 @@ class HubStandin:
             "HF_HUB_DISABLE_UPDATE_CHECK": "1",
         }
 
-    def client_env(
-        self, hf_home: str | Path, *, offline: bool = False, base: Mapping[str, str] | None = None
-    ) -> dict[str, str]:
-        """A whole environment for a subprocess: ``base`` (default ``os.environ``) with
-        :meth:`client_settings` and without :data:`CLIENT_ENV_OVERRIDES`."""
-        env = {
-            k: v for k, v in (os.environ if base is None else base).items() if k not in CLIENT_ENV_OVERRIDES
-        }
+    def client_env(self, hf_home: str | Path, *, offline: bool = False) -> dict[str, str]:
+        """A whole environment for a subprocess: ``os.environ`` with :meth:`client_settings` and without
+        :data:`CLIENT_ENV_OVERRIDES`."""
+        env = {k: v for k, v in os.environ.items() if k not in CLIENT_ENV_OVERRIDES}
         return env | self.client_settings(hf_home, offline=offline)
 
     def configure_client(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 #: The program, for the tests that hand make something else on purpose (the C5 fault test).
@@ -22,9 +21,9 @@ VENV = Path(sys.prefix)
 BIN = Path(sys.executable).parent
 
 
-def make_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's environment) without the variables an outer make passes down."""
-    return {k: v for k, v in (os.environ if env is None else env).items() if k not in INHERITED}
+def make_env() -> dict[str, str]:
+    """This process's environment without the variables an outer make passes down."""
+    return {k: v for k, v in os.environ.items() if k not in INHERITED}
 
 
 def make_command(*args: str) -> list[str]:

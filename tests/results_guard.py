@@ -49,7 +49,7 @@ def changes(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int
             lines.append(f"created {path}")
         elif path not in after:
             lines.append(f"deleted {path}")
-        elif before[path] != after[path]:
+        else:
             (size, mtime), (new_size, new_mtime) = before[path], after[path]
             lines.append(f"changed {path} (size {size} -> {new_size}, mtime_ns {mtime} -> {new_mtime})")
     return lines
@@ -67,11 +67,11 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
-def live_workflow_runs(root: str | os.PathLike, suite: int | None = None) -> dict[str, str]:
+def live_workflow_runs(root: str | os.PathLike) -> dict[str, str]:
     """{record: "pid N (`command` on results_dir)"} of the workflow runs of this host live now on the
     checkout at ``root`` (their records under ``results/*/state/runs`` and ``.snakemake/contrastlab-runs``),
-    leaving out those started under process ``suite`` (default: this one): the suite's own."""
-    root, suite, machine = Path(root), suite or os.getpid(), this_machine()
+    leaving out those started under this process: the suite's own."""
+    root, suite, machine = Path(root), os.getpid(), this_machine()
     records = [*root.glob("results/state/runs/*.json"), *root.glob("results/*/state/runs/*.json")]
     for entry in root.glob(".snakemake/contrastlab-runs/*.json"):
         try:

@@ -3,6 +3,8 @@ names of a config escaped wherever a sentence holds them, and a table's free tex
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from contrastlab.blocks import (
@@ -49,9 +51,7 @@ FIGURE = Figure("nie2023/nie2023_fig2a", "Nie Fig. 2a", "figures/nie2023/nie2023
         (Table(["a", "b"], [["1", "2"]]), "| a | b |\n|---|---|\n| 1 | 2 |\n"),
         (Table([], []), "none\n"),
         (
-            FIGURE.__class__(
-                **{**FIGURE.__dict__, "files": [Link("csv", "figures/x.csv"), " · ", Link("pdf")]}
-            ),
+            dataclasses.replace(FIGURE, files=[Link("csv", "figures/x.csv"), " · ", Link("pdf")]),
             "#### nie2023/nie2023_fig2a\n\n![nie2023/nie2023_fig2a](figures/nie2023/nie2023_fig2a.png)\n\n"
             "A curve. ([csv](figures/x.csv) · pdf)\n",
         ),

@@ -5,19 +5,16 @@ gives it an environment of its own, .venv/cffconvert, under constraints-cffconve
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import tomllib
 
 import pytest
 import yaml
+from test_install import install, pins  # scripts/install.py, which puts cffconvert in place
 
 from contrastlab import papers
 from contrastlab.paths import REPO_ROOT
 
-_spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
-install = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(install)
 CFFCONVERT = install.CFFCONVERT_ENV / "bin" / "cffconvert"
 
 
@@ -45,12 +42,8 @@ def test_cffconvert_rejects_a_citation_without_its_authors(tmp_path):
 
 
 def test_cffconverts_own_pins_keep_it_apart_from_the_project():
-    pins = dict(
-        line.split("==")
-        for line in install.CFFCONVERT_CONSTRAINTS.read_text().splitlines()
-        if "==" in line and not line.startswith("#")
-    )
-    assert pins["cffconvert"] == "2.0.0" and pins["jsonschema"].startswith("3.")
+    pinned = pins(install.CFFCONVERT_CONSTRAINTS)
+    assert pinned["cffconvert"] == "2.0.0" and pinned["jsonschema"].startswith("3.")
     assert install.CFFCONVERT_ENV.parent == install.CUDA_CHOICE.parent  # inside the project's environment
 
 

@@ -5,7 +5,6 @@ building one (no container runtime here; Snakemake's dry runs: tests/e2e/test_co
 from __future__ import annotations
 
 import re
-import sys
 import tomllib
 from pathlib import Path
 
@@ -13,15 +12,13 @@ import pytest
 import yaml
 from packaging.version import Version
 from snakemake.deployment.conda import MIN_CONDA_VER
+from test_install import install, pins  # scripts/install.py: the install both images run
 
 import contrastlab
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "container" / "Dockerfile"
 APPTAINER = ROOT / "container" / "contrastlab.def"
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import install  # noqa: E402  (scripts/install.py: the install both images run)
 
 
 def _docker_copies() -> set[str]:
@@ -51,11 +48,9 @@ def test_both_images_install_with_scripts_install_under_constraints_txt():
         assert "scripts/install.py" in copies or "scripts" in copies
         assert install.CFFCONVERT_CONSTRAINTS.name in copies  # install.py's second environment
         assert {install.LOCK.name, install.CFFCONVERT_LOCK.name} <= copies  # what install.py installs
-    assert re.search(
-        r"\.venv/bin/python scripts/install\.py \$\{CUDA:\+--cuda \$\{CUDA\}\}", DOCKERFILE.read_text()
-    )
-    post = "\n".join(_apptainer_section("post"))
-    assert re.search(r"\.venv/bin/python scripts/install\.py \$\{CUDA:\+--cuda \$\{CUDA\}\}", post)
+    runs_install = r"\.venv/bin/python scripts/install\.py \$\{CUDA:\+--cuda \$\{CUDA\}\}"
+    assert re.search(runs_install, DOCKERFILE.read_text())
+    assert re.search(runs_install, "\n".join(_apptainer_section("post")))
     # install.py's pins are constraints.txt's: the image has no pins of its own
     assert install.CONSTRAINTS == ROOT / "constraints.txt"
     for text in (DOCKERFILE.read_text(), APPTAINER.read_text()):
@@ -85,10 +80,8 @@ def test_the_cuda_argument_is_install_pys(cuda, backend):
 
 
 def test_the_torch_pins_the_images_get():
-    pins = dict(
-        line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line
-    )
-    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"  # a matched pair (see README)
+    pinned = pins(ROOT / "constraints.txt")
+    assert pinned["torch"] == "2.14.1" and pinned["torchvision"] == "0.29.1"  # a matched pair (see README)
 
 
 def test_both_images_copy_the_same_workflow_and_every_path_exists():

@@ -5,7 +5,7 @@ installed torch's build is replaced where the case needs another."""
 from __future__ import annotations
 
 import os
-import stat
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -26,7 +26,7 @@ def fake_smi(tmp_path, monkeypatch):
         script = tmp_path / "nvidia-smi"
         line = f"{name}, {driver}, {capability}"
         script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for _ in range(count)))
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        script.chmod(0o755)
         monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
 
     return install
@@ -99,8 +99,6 @@ def test_a_gpu_job_on_such_a_node_stops_with_the_line(fake_smi, monkeypatch, obs
 
 def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_root, tmp_path):
     """The pre-flight: ``make gpu-check`` prints the line before it starts anything."""
-    import subprocess
-
     fake_smi("535.104.05", "Tesla V100-SXM2-32GB", "7.0")
     code = (
         "import sys, runpy; sys.argv = ['gpu_check.py'];"

@@ -21,8 +21,11 @@ from contrastlab import config as cl_config
 from contrastlab import families
 from contrastlab.artifacts import package_model_dir
 from contrastlab.cost import flops
+from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 from contrastlab.data.images import load_images
 from contrastlab.families import RESNETS, TEXT_FAMILIES, step_mode
+from contrastlab.models import packed, text, vision
+from contrastlab.models.export import _max_seq_length
 from contrastlab.models.text import backbone_source, materialize_backbone
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import CHOICES
@@ -30,6 +33,7 @@ from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_trainer
 from contrastlab.training.capture import for_device
 from contrastlab.training.sentence import TrainSettings
+from contrastlab.training.sentence_step import ROBERTA_TYPES
 from contrastlab.training.vision import VisionTrainSettings
 
 CUDA = torch.device("cuda")  # a device object only: nothing here touches a GPU
@@ -246,7 +250,7 @@ def test_the_plan_prices_every_configured_cell_in_the_mode_the_trainer_runs(
 ):
     grid = cl_config.Grid(_variant(path, **change))
     _card(monkeypatch, NATIVE_BF16[grid.compute.get("gpu_model")])
-    modes: dict[str, int] = {}
+    assert grid.cells
     for cell in grid.cells:
         work = flops.cell_work(grid, cell)
         priced = "padding-free" if work.padding_free else "graph" if work.graphed else "eager"
@@ -256,8 +260,6 @@ def test_the_plan_prices_every_configured_cell_in_the_mode_the_trainer_runs(
         else:
             trained = _trainer_mode(grid, cell, None)
         assert priced == trained, cell
-        modes[priced] = modes.get(priced, 0) + 1
-    assert sum(modes.values()) == len(grid.cells) > 0
 
 
 def test_macls_captured_image_step_is_priced_as_captured():
@@ -289,9 +291,6 @@ def test_the_schemas_arch_choices_are_the_resnets():
 def test_the_models_lists_are_views_of_the_families():
     from torchvision.models.resnet import BasicBlock, Bottleneck
 
-    from contrastlab.models import packed, text, vision
-    from contrastlab.training.sentence_step import ROBERTA_TYPES
-
     assert text.MASK_4D_MODEL_TYPES == tuple(TEXT_FAMILIES)
     assert ROBERTA_TYPES == ("roberta", "xlm-roberta", "camembert")
     assert [t for t in TEXT_FAMILIES if packed.supported(t)] == ["bert", "roberta"]
@@ -302,8 +301,6 @@ def test_the_models_lists_are_views_of_the_families():
 
 
 def test_positions_are_offset_for_the_families_whose_transformers_code_offsets_them():
-    from contrastlab.models.export import _max_seq_length
-
     offset = {
         t: _max_seq_length(
             Path("/nonexistent"), {"model_type": t, "max_position_embeddings": 514, "pad_token_id": 1}
@@ -378,8 +375,6 @@ def test_the_trainer_sets_the_dropout_through_the_familys_keys(
     model_type, tmp_path, tiny_bert, minilm_dir, monkeypatch
 ):
     """A BERT or DistilBERT cell trains at the cell's dropout; the checkpoint's config keeps the 0.1."""
-    from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
-
     backbone = tiny_bert
     if model_type == "distilbert":
         backbone = _tiny_distilbert(tmp_path / "distilbert", minilm_dir)

@@ -11,19 +11,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
-import importlib.util
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-
-from contrastlab.paths import REPO_ROOT
-
-spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
-install = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(install)
+from test_install import install  # scripts/install.py, loaded once
+from test_wheel import fresh_environment
 
 
 def _record_hash(data: bytes) -> str:
@@ -54,17 +49,12 @@ def env(tmp_path, monkeypatch):
     wheels.mkdir()
     lock = tmp_path / "requirements.lock"
     lock.write_text(f"tinypkg==1.0 \\\n    --hash=sha256:{tiny_wheel(wheels)}\n")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    site = subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
-    ).strip()
+    python, site = fresh_environment(tmp_path / "venv", our_dependencies=False)
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     uv = [sys.executable, "-m", "uv", "pip", "install", "--python", str(python), "--no-index"]
     return {
         "lock": lock,
-        "site": site,
+        "site": str(site),
         "stamp": tmp_path / "installed.json",
         "uv": [*uv, "--find-links", str(wheels)],
         "python": python,

@@ -30,11 +30,7 @@ def _fields(entry: str) -> tuple[str, str, dict[str, str]]:
 
 
 def _bib_authors(text: str) -> list[tuple[str, str]]:
-    names = []
-    for name in text.split(" and "):
-        family, _, given = name.strip("{}").partition(", ")
-        names.append((family, given))
-    return names
+    return [tuple(name.strip("{}").partition(", ")[::2]) for name in text.split(" and ")]
 
 
 def _cff_authors(reference: dict) -> list[tuple[str, str]]:
@@ -134,10 +130,8 @@ def test_one_block_holds_each_paper_once_and_experiments_name_their_paper():
         r"with one of nie2023, li2024, macl, oar \(docs/adding-a-paper.md\)$",
     ):
         papers.papers_of("my_own_loss")
-    assert (
-        papers.paper_for("my_own_loss") is None
-        and papers.paper_for("oar_synthetic/table2").key == "oar2024stable"
-    )
+    assert papers.paper_for("my_own_loss") is None
+    assert papers.paper_for("oar_synthetic/table2").key == "oar2024stable"
 
 
 @pytest.mark.parametrize("paper", papers.PAPERS, ids=lambda p: p.key)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from contrastlab.config import Cell
 from contrastlab.paths import (
@@ -173,9 +175,6 @@ def test_atomic_dir_removes_the_old_folder_only_after_the_new_one_is_in_place(
     "disk full while the tables and report are re-rendered", "every previous file keeps its content"
 )
 def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observed):
-    from pathlib import Path
-
-    from contrastlab.paths import Results
     from contrastlab.report import build_report
 
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
@@ -200,8 +199,6 @@ def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observe
 
 def test_read_yaml_gives_safe_loads_objects_for_every_yaml_file_the_project_ships():
     """paths.read_yaml reads every shipped YAML file to the same objects as yaml.safe_load."""
-    import yaml
-
     shipped = [
         path
         for pattern in ("*.yaml", "config/*.yaml", "schemas/*.yaml", "profiles/*/*.yaml", "src/**/*.yaml")

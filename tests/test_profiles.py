@@ -18,6 +18,8 @@ from tests.make_command import make_command, make_env
 PROFILES = REPO_ROOT / "profiles"
 #: What make demo's runs rerun on: changed inputs, settings and environment, not an edit in scripts/.
 TRIGGERS = {RerunTrigger.MTIME, RerunTrigger.PARAMS, RerunTrigger.INPUT, RerunTrigger.SOFTWARE_ENV}
+#: What Snakemake says of the workflow profile it loads.
+USING = "Using workflow specific profile profiles/{} for setting default command line arguments."
 
 
 @pytest.fixture
@@ -43,9 +45,7 @@ def test_local_is_the_default_profile_not_a_copy():
 
 def test_a_plain_snakemake_runs_with_the_default_profile(snakemake_args):
     args, said = snakemake_args("--cores", "2", "--configfile", "config/demo.yaml")
-    assert (
-        said == "Using workflow specific profile profiles/default for setting default command line arguments."
-    )
+    assert said == USING.format("default")
     assert args.rerun_triggers == TRIGGERS  # no RerunTrigger.CODE: an edited script retrains nothing
     assert args.keep_going and args.rerun_incomplete
     # every rule is a script: rule, whose "Shell command: None" a dry run would print per job
@@ -66,10 +66,7 @@ def test_make_runs_snakemake_as_a_user_types_it():
 @pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
 def test_a_slurm_workflow_profile_replaces_the_default(snakemake_args, profile):
     args, said = snakemake_args("-n", "--workflow-profile", f"profiles/{profile}")
-    assert (
-        said
-        == f"Using workflow specific profile profiles/{profile} for setting default command line arguments."
-    )
+    assert said == USING.format(profile)
     assert args.executor == "slurm" and args.jobs == 100
     assert {name: r.value for name, r in args.resources.items()} == {"probe_slots": 4, "pack_slots": 1}
     # the SentEval probes 20 to a SLURM job; training jobs that share a GPU as many as share it

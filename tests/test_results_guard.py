@@ -3,6 +3,7 @@ once per session by tests/conftest.py), on folders of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -179,8 +180,6 @@ def test_a_read_or_a_listing_under_the_guarded_folders_is_noted_and_a_stat_is_no
     figure.read_text()
     os.listdir(results / "demo")
     (results / "missing.json").exists(), (results / "nowhere").is_dir()
-    try:
+    with contextlib.suppress(FileNotFoundError):
         (results / "missing.json").read_text()  # looked for and not there: the test fails once it is
-    except FileNotFoundError:
-        pass
     assert guard.stop() == sorted([str(figure), str(results / "demo")])

@@ -68,10 +68,8 @@ def test_stage_two_is_centred_on_the_stage_one_winner():
     # another winner moves the whole stage with it
     other = S.resolve_settings({**winner, "lr": 1e-5}, {}, {"lr": ("times", 2)})
     assert other["lr"] == 2e-5
-    assert (
-        S.resolve_settings({**winner, "batch_size": 64}, {}, {"batch_size": ("times", 2)})["batch_size"]
-        == 128
-    )
+    other = S.resolve_settings({**winner, "batch_size": 64}, {}, {"batch_size": ("times", 2)})
+    assert other["batch_size"] == 128
 
 
 def test_resolve_point_reads_the_winner_and_spots_a_repeat(tmp_path):
@@ -174,10 +172,8 @@ MPT_SEARCH = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 
 def _point_hours(config: dict, search: dict, cal) -> float:
     """The GPU hours ``cal`` prices the first point of ``search`` beside the shared one at (nie2023)."""
     point = S.search_points(cl_config.Grid(_with_search(config, "nie2023", search)))[1]
-    return (
-        cl_calibration.train_seconds(cl_flops.cell_work(cl_config.Grid(config), point.cell, point=point), cal)
-        / 3600
-    )
+    work = cl_flops.cell_work(cl_config.Grid(config), point.cell, point=point)
+    return cl_calibration.train_seconds(work, cal) / 3600
 
 
 def test_budget_keeps_the_points_nearest_the_configured_settings():
@@ -192,13 +188,10 @@ def test_budget_keeps_the_points_nearest_the_configured_settings():
     # distance 0: lr 3e-5, m 0.23 (shared, free); distance 1: lr 1e-5/m 0.23, lr 3e-5/m 0.3, lr 1e-4/m 0.23
     # (grid order breaks the tie): the first two of them fit
     assert names == ["mpt~s1-lr1e-05-m0.23", "mpt~s1-lr3e-05-m0.23", "mpt~s1-lr3e-05-m0.3"]
+    stages = [*search["stages"], {"grid": {"hp.m": [0.4]}}]
     with pytest.raises(cl_config.ConfigError, match="budget_gpu_hours"):
-        search2 = {
-            **search,
-            "stages": [*search["stages"], {"grid": {"hp.m": [0.4]}}],
-            "budget_gpu_hours": 1e-9,
-        }
-        cl_budget.searched_points(cl_config.Grid(_with_search(config, "nie2023", search2)), cal)
+        tiny = _with_search(config, "nie2023", {**search, "stages": stages, "budget_gpu_hours": 1e-9})
+        cl_budget.searched_points(cl_config.Grid(tiny), cal)
 
 
 def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
@@ -281,7 +274,7 @@ def test_selection_table_against_published(tmp_path):
     (folder / "stage1.json").write_text(
         json.dumps({"winner_settings": settings, "winner_dev": 80.0, "points": points})
     )
-    rows = {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")}
+    rows = _rows(config, tmp_path)
     assert rows["lr"]["verdict"] == SAME and rows["lr"]["tried"] == "1e-05, 3e-05"
     assert rows["hp.m"]["verdict"] == DIFFERS and rows["hp.m"]["selected"] == "0.3"
     assert rows["hp.m"]["published"] == "0.23" and rows["hp.m"]["configured"] == "0.23"
@@ -348,6 +341,11 @@ def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tupl
     (folder / f"stage{k}.json").write_text(json.dumps(selection))
 
 
+def _rows(config: dict, tmp_path, metrics=None) -> dict[str, dict]:
+    """The nie2023 selection table's rows by searched setting."""
+    return {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", metrics)}
+
+
 def _dev_metrics(values: dict[str, list[float]], backbone: str = "bert-base"):
     """Configured cells' best STS-B dev Spearman per seed (the dev noise's pool)."""
     rows = [
@@ -374,20 +372,12 @@ def test_published_point_within_the_winners_dev_noise_counts_as_matched(tmp_path
     for gap, verdict in ((3.9, SAME_NOISE), (4.0, DIFFERS)):
         points = [({**base, "loss_hp": {"m": 0.23}}, 80.0 - gap), ({**base, "loss_hp": {"m": 0.3}}, 80.0)]
         _write_stage(tmp_path, "bert-base", "mpt", 1, points, winner=1)
-        row = next(
-            r
-            for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", metrics)
-            if r["setting"] == "hp.m"
-        )
+        row = _rows(config, tmp_path, metrics)["hp.m"]
         assert row["verdict"] == verdict, gap
         assert row["published − winner (dev)"] == f"{-gap:+.2f} (noise ± 3.93)"
     # without a noise estimate (one seed per cell) the exact rule is all that is left
     one_seed = _dev_metrics({"cl": [80.0, math.nan, math.nan]})
-    row = next(
-        r
-        for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", one_seed)
-        if r["setting"] == "hp.m"
-    )
+    row = _rows(config, tmp_path, one_seed)["hp.m"]
     assert row["verdict"] == DIFFERS and row["published − winner (dev)"] == "-4.00"
 
 
@@ -406,7 +396,7 @@ def test_published_values_outside_the_papers_grid_are_flagged(tmp_path):
         for i, t in enumerate((0.03, 0.05, 0.07))
     ]
     _write_stage(tmp_path, "bert-large", "dcl", 2, stage2, winner=2)
-    rows = {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")}
+    rows = _rows(config, tmp_path)
     assert rows["hp.tau"]["verdict"] == OFF_GRID and rows["hp.tau"]["published"] == "0.01 (off grid)"
     assert rows["hp.tau"]["off_grid"] and not rows["lr"]["off_grid"] and rows["lr"]["verdict"] == SAME
     assert off_grid([{"grid": {"hp.tau": [0.03]}}], "hp.tau", 0.2)

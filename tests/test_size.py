@@ -92,14 +92,19 @@ def formatted(tmp_path_factory) -> Path:
     return formatted_copy(tmp_path_factory.mktemp("formatted") / "contrastlab")
 
 
-def pragmas(pattern: re.Pattern, root: Path = LIBRARY) -> list[str]:
-    """``"<module>:<line>"`` of every line under ``root`` that ``pattern`` finds."""
+def lines_where(holds, paths: list[Path], root: Path) -> list[str]:
+    """``"<file relative to root>:<line>"`` of every line of ``paths`` that ``holds``."""
     return [
         f"{path.relative_to(root)}:{number}"
-        for path in sorted(root.rglob("*.py"))
+        for path in paths
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if pattern.search(line)
+        if holds(line)
     ]
+
+
+def pragmas(pattern: re.Pattern, root: Path = LIBRARY) -> list[str]:
+    """``"<module>:<line>"`` of every line under ``root`` that ``pattern`` finds."""
+    return lines_where(pattern.search, sorted(root.rglob("*.py")), root)
 
 
 def module_lines(root: Path = LIBRARY) -> dict[str, int]:
@@ -219,12 +224,7 @@ def public_members(path: Path, name: str) -> list[str]:
 def config_reads(root: Path = ROOT) -> list[str]:
     """``"<file>:<line>"`` of every line of ``rules/*.smk`` and the Snakefile that holds ``config[``."""
     files = [*sorted((root / "rules").glob("*.smk")), root / "Snakefile"]
-    return [
-        f"{path.relative_to(root)}:{number}"
-        for path in files
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if "config[" in line
-    ]
+    return lines_where(lambda line: "config[" in line, files, root)
 
 
 def test_the_grid_grows_no_new_door():
@@ -272,6 +272,11 @@ def _imported(tree: ast.Module) -> set[str]:
     return found
 
 
+def _importers(room: str, imports) -> list[str]:
+    """The modules under ``src/contrastlab/<room>`` that import a name for which ``imports`` holds."""
+    return [path for path, tree in _modules(room).items() if any(map(imports, _imported(tree)))]
+
+
 def test_no_markdown_is_parsed_back_into_the_report():
     """``blocks_of`` read the cost, search, bridge and comparison sections' Markdown back (4 calls)."""
     calls = [
@@ -286,28 +291,15 @@ def test_no_markdown_is_parsed_back_into_the_report():
 
 def test_one_markdown_table_writer():
     """``tables/markdown.markdown_table`` wrote a second kind of table beside the blocks' (7 importers)."""
-    importers = [
-        path
-        for path, tree in _modules().items()
-        if any(
-            name.endswith("markdown_table") or name == "contrastlab.tables.markdown"
-            for name in _imported(tree)
-        )
-    ]
-    assert importers == []
+    assert not _importers(
+        "", lambda name: name.endswith("markdown_table") or name == "contrastlab.tables.markdown"
+    )
 
 
 def test_cost_reads_no_tables():
     """``cost/`` stands beside ``tables/``, not above it: the plan's paper facts come from
     :mod:`contrastlab.papers` (3 modules imported ``tables/``)."""
-    importers = [
-        path
-        for path, tree in _modules("cost").items()
-        if any(
-            name == "contrastlab.tables" or name.startswith("contrastlab.tables.") for name in _imported(tree)
-        )
-    ]
-    assert importers == []
+    assert not _importers("cost", lambda name: f"{name}.".startswith("contrastlab.tables."))
 
 
 def test_no_map_in_the_report_turns_a_word_back_into_a_verdict_kind():

@@ -50,6 +50,20 @@ print(json.dumps({
 """
 
 
+def fresh_environment(folder: Path, *, our_dependencies: bool = True) -> tuple[Path, Path]:
+    """A fresh environment of the base interpreter at ``folder``, without pip or this one's packages: its
+    python and its site-packages. With ``our_dependencies`` those are this environment's, named by a .pth
+    line, which adds their folder and none of the .pth files in it (the editable install's link to the
+    checkout's src/ among them)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    purelib = [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+    site = Path(subprocess.check_output(purelib, text=True).strip())
+    if our_dependencies:
+        (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return python, site
+
+
 def test_the_schema_is_one_file_the_package_holds_and_schemas_links_to():
     """One copy: ``schemas/config.schema.yaml`` is a relative link to the packaged file, which the
     loader reads through ``importlib.resources``."""
@@ -78,20 +92,9 @@ def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
     [wheel] = (tmp_path / "dist").glob("contrastlab-*.whl")
     assert "contrastlab/config/config.schema.yaml" in zipfile.ZipFile(wheel).namelist()
 
-    # A fresh environment of the base interpreter, without this one's packages; the dependencies (only
-    # they) are this environment's, named by a .pth line, which adds their folder and none of the .pth
-    # files in it (the editable install's link to the checkout's src/ among them).
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
+    python, site = fresh_environment(tmp_path / "venv")
     install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, text=True, timeout=300)
-    site = Path(
-        subprocess.check_output(
-            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
-        ).strip()
-    )
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "config").mkdir(parents=True)

@@ -5,15 +5,16 @@ installed library)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
-import sysconfig
 import tomllib
-import venv
 
 import pytest
 import yaml
+from test_install import pins
+from test_wheel import fresh_environment
 
 from contrastlab.paths import REPO_ROOT
 
@@ -36,13 +37,7 @@ def test_the_environment_file_pins_every_runtime_dependency_and_names_no_path():
     # preamble imports it)
     wanted = {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["offline-models"]}
     wanted.add("snakemake")
-    constraints = dict(
-        (_name(name), version)
-        for name, _, version in (
-            line.partition("==") for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
-        )
-        if version
-    )
+    constraints = pins(REPO_ROOT / "constraints.txt")
     assert set(pinned) == wanted, set(pinned) ^ wanted
     assert {name: constraints[name] for name in wanted} == pinned
     assert "python=3.11" in env["dependencies"]
@@ -52,19 +47,8 @@ def test_a_rule_finds_the_library_without_pip_install_e(repo_root, tmp_path):
     """An interpreter with every dependency (the environment's site-packages, by a .pth file) but not the
     editable install of contrastlab (whose own .pth is not read from there) runs a real job: the
     controller and the job import the library from the workflow's src/."""
-    env_dir = tmp_path / "env"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (__import__("pathlib").Path(purelib) / "dependencies.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n"
-    )
-    clean = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    python, _ = fresh_environment(tmp_path / "env")
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     missing = subprocess.run([python, "-c", "import contrastlab"], capture_output=True, text=True, env=clean)
     assert missing.returncode != 0 and "No module named 'contrastlab'" in missing.stderr
     marker = tmp_path / "results" / "state" / "data" / "senteval.ready.json"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests import forked
 
 from .test_dryrun import OFFLINE, folders
 
@@ -50,16 +50,9 @@ def _dry_run(repo_root: Path, tmp_path: Path, sdm: list[str], answers: str) -> t
     stand_in = _stand_in_apptainer(tmp_path / "bin", log, answers)
     env = dict(os.environ, **OFFLINE, PATH=f"{stand_in}:{os.environ['PATH']}")
     env.pop("CONTRASTLAB_IMAGE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "-n", "--cores", "2"]
-        + ["--sdm", *sdm, "--configfile", "config/demo.yaml", "--config"]
-        + folders(tmp_path),
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = ["-s", str(repo_root / "Snakefile"), "-n", "--cores", "2", "--sdm", *sdm]
+    argv += ["--configfile", "config/demo.yaml", "--config", *folders(tmp_path)]
+    done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=300)
     return done.returncode, done.stdout + done.stderr, log.read_text().splitlines()
 
 

@@ -3,6 +3,7 @@ in the job's log file."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -159,13 +160,6 @@ CONFIG_FAULTS = {
 }
 
 
-def _set(config: dict, dotted: str, value) -> None:
-    *parents, last = dotted.split(".")
-    for key in parents:
-        config = config[key]
-    config[last] = value
-
-
 @pytest.mark.fault("config error", "one contrastlab: line naming the key, exit 1, no traceback")
 @pytest.mark.parametrize("fault", list(CONFIG_FAULTS))
 def test_config_errors_are_one_line(tmp_path, fault, observed):
@@ -177,7 +171,8 @@ def test_config_errors_are_one_line(tmp_path, fault, observed):
     overrides = []
     if isinstance(change, dict):
         for dotted, value in change.items():
-            _set(config, dotted, value)
+            *parents, last = dotted.split(".")
+            functools.reduce(dict.__getitem__, parents, config)[last] = value
     else:
         overrides = change
     path = tmp_path / "config.yaml"

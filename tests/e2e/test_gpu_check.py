@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from contrastlab.cost import gpu_check
 from contrastlab.cost.measured import read_job_costs, read_json
@@ -168,8 +169,6 @@ def test_the_preset_at_toy_size_killed_after_its_cells_then_run_to_the_end(
 def test_the_toy_tiny_bert_is_the_demos():
     """--toy's tiny BERT is config/demo.yaml's (initializer_range included): the tests run both on one
     resources folder, where a second spec under the same name would rebuild the model and retrain."""
-    import yaml
-
     demo = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     assert gpu_check.TOY["backbones"]["tiny-bert"] == demo["backbones"]["tiny-bert"]
     assert demo["backbones"]["tiny-bert"]["random"]["initializer_range"] == 0.2

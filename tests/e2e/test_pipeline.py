@@ -308,19 +308,27 @@ def _dry_run(repo_root, workdir, config, name):
     return run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / f"{name}.yaml"))
 
 
+def nothing_to_do(output: str) -> None:
+    assert "Nothing to be done" in output, output[-3000:]
+
+
 def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing_and_a_changed_one_retrains(
-    repo_root, finished_demo
+    repo_root, finished_demo, tmp_path
 ):
-    """Data markers depend on the data's content, not on where it was found: an identical copy of the
-    corpus elsewhere reruns nothing, a sentence more in it retrains every cell."""
+    """Data markers depend on the data's content, not on where it was found: the resources folder (the
+    backbones and data) or the corpus copied elsewhere reruns nothing, a sentence more in it retrains
+    every cell."""
     workdir, config, _ = finished_demo
+    resources = json.loads(json.dumps(config))
+    resources["resources_dir"] = str(tmp_path / "scratch" / "resources")
+    shutil.copytree(config["resources_dir"], resources["resources_dir"], symlinks=True)
+    nothing_to_do(_dry_run(repo_root, workdir, resources, "moved-resources"))
     moved = json.loads(json.dumps(config))
     copy = workdir / "elsewhere" / "wiki-copy.txt"
     copy.parent.mkdir(exist_ok=True)
     copy.write_bytes((workdir / "corpus" / "wiki.txt").read_bytes())
     moved["data"]["wiki_path"] = str(copy)
-    output = _dry_run(repo_root, workdir, moved, "moved")
-    assert "Nothing to be done" in output, output[-3000:]
+    nothing_to_do(_dry_run(repo_root, workdir, moved, "moved"))
     copy.write_text(copy.read_text() + "one more sentence .\n")
     counts = job_counts(_dry_run(repo_root, workdir, moved, "edited"))
     assert counts["corpus"] == 1 and counts["train"] == 2, counts
@@ -352,8 +360,7 @@ def test_the_same_corpus_as_a_pinned_download_under_another_url_retrains_nothing
         lock.write_text(json.dumps({"format": 1, "data": data}))
         return _dry_run(repo_root, workdir, downloaded, name)
 
-    output = pinned(hashlib.sha256(corpus).hexdigest(), "downloaded")
-    assert "Nothing to be done" in output, output[-3000:]
+    nothing_to_do(pinned(hashlib.sha256(corpus).hexdigest(), "downloaded"))
     counts = job_counts(pinned("0" * 64, "other-bytes"))
     assert counts["corpus"] == 1 and counts["train"] == 2 and "senteval_data" not in counts, counts
 
@@ -368,8 +375,7 @@ def test_a_wrong_data_path_stops_before_any_job_and_costs_nothing(repo_root, fin
     assert done.returncode == 1 and len(lines) == 1, done.stdout + done.stderr
     assert "data.senteval_dir" in lines[0] and "no-such-senteval" in lines[0], lines
     assert (workdir / "results" / "state" / "data" / "senteval.ready.json").is_file()
-    output = _dry_run(repo_root, workdir, config, "after-wrong")
-    assert "Nothing to be done" in output, output[-3000:]
+    nothing_to_do(_dry_run(repo_root, workdir, config, "after-wrong"))
 
 
 def test_presets_keep_their_own_state(repo_root, finished_demo):
@@ -382,20 +388,10 @@ def test_presets_keep_their_own_state(repo_root, finished_demo):
     run_snakemake(
         repo_root, "--cores", "1", "--configfile", write(other, workdir / "other.yaml"), "--", *markers
     )
-    output = _dry_run(repo_root, workdir, config, "after-other")
-    assert "Nothing to be done" in output, output[-3000:]
+    nothing_to_do(_dry_run(repo_root, workdir, config, "after-other"))
 
 
 # --- a moved checkout: a finished demo copied to another path plans nothing again -----------------------
-
-
-def moved_checkout(repo_root: Path, dest: Path) -> Path:
-    """The checkout the demo ran in, copied to ``dest`` as ``cp -a`` would (its ``.snakemake`` records
-    included) with a ``src/`` of its own, which its Snakemake imports."""
-    shutil.copytree(repo_root, dest, symlinks=True)
-    (dest / "src").unlink()
-    shutil.copytree(REPO_ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    return dest
 
 
 def snakemake_in(checkout: Path, *args: str) -> str:
@@ -408,47 +404,22 @@ def snakemake_in(checkout: Path, *args: str) -> str:
     return output
 
 
-def test_the_resources_folder_elsewhere_has_nothing_to_do(repo_root, finished_demo, tmp_path):
-    """The backbones and data moved to another folder, the config pointing there: nothing reruns."""
-    workdir, config, _ = finished_demo
-    moved = json.loads(json.dumps(config))
-    moved["resources_dir"] = str(tmp_path / "scratch" / "resources")
-    shutil.copytree(config["resources_dir"], moved["resources_dir"], symlinks=True)
-    output = _dry_run(repo_root, workdir, moved, "moved-resources")
-    assert "Nothing to be done" in output, output[-3000:]
-
-
-def test_an_edited_loss_module_in_a_copy_retrains_exactly_the_cells_that_use_it(
+def test_a_copy_retrains_nothing_even_from_old_records_and_an_edited_loss_module_its_cells(
     repo_root, finished_demo, tmp_path
 ):
-    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing; in it, an
-    edit of nie2023.py (both cells' losses) retrains both and nothing else, one of a module no cell uses
-    nothing."""
+    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing; records
+    naming them by absolute path (from before the upgrade) are migrated (contrastlab.workflow.sources) by
+    the first run, which retrains nothing; in the copy, an edit of nie2023.py (both cells' losses)
+    retrains both and nothing else, one of a module no cell uses nothing."""
     workdir, config, _ = finished_demo
-    checkout = moved_checkout(repo_root, tmp_path / "edited" / "repo")
-    configfile = write(config, workdir / "edited-loss.yaml")
-    output = snakemake_in(checkout, "-n", "--configfile", configfile)
-    assert "Nothing to be done" in output, output[-3000:]
-    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
-    unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
-    assert "Nothing to be done" in snakemake_in(checkout, "-n", "--configfile", configfile)
-    used = checkout / "src" / "contrastlab" / "losses" / "nie2023.py"
-    used.write_text(used.read_text() + "# an edit both demo cells see\n")
-    output = snakemake_in(checkout, "-n", "--configfile", configfile)
-    counts = job_counts(output)
-    assert counts["train"] == 2 and counts["encode"] == counts["evaluate"] == 2, counts
-    assert "encode_pretrained" not in counts and "evaluate_pretrained" not in counts, counts
-    assert "corpus" not in counts and "fetch_backbone" not in counts, counts
-    assert output.count("Updated input files: src/contrastlab/losses/nie2023.py") == 2, output[-3000:]
-
-
-def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
-    repo_root, finished_demo, tmp_path
-):
-    """Records naming a loss module by absolute path are migrated (contrastlab.workflow.sources) by
-    the first run, which retrains nothing."""
-    workdir, config, _ = finished_demo
-    checkout = moved_checkout(repo_root, tmp_path / "upgraded" / "repo")
+    # the checkout the demo ran in, copied as `cp -a` would (its .snakemake records included) with a src/
+    # of its own, which its Snakemake imports
+    checkout = tmp_path / "repo"
+    shutil.copytree(repo_root, checkout, symlinks=True)
+    (checkout / "src").unlink()
+    shutil.copytree(REPO_ROOT / "src", checkout / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    configfile = write(config, workdir / "copied.yaml")
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     relative = "src/contrastlab/losses/nie2023.py"
     old = str(checkout / relative)
     records = [p for p in (checkout / ".snakemake" / "metadata").rglob("*") if p.is_file()]
@@ -459,9 +430,19 @@ def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
             record.write_text(text.replace(f'"{relative}"', json.dumps(old)))
             rewritten += 1
     assert rewritten == 4  # the two training jobs, a record per output (model, train_log.jsonl)
-    output = snakemake_in(checkout, "-n", "--configfile", write(config, workdir / "upgraded.yaml"))
-    assert "Nothing to be done" in output, output[-3000:]
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     assert not any(old in record.read_text() for record in records)
+    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
+    unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
+    used = checkout / relative
+    used.write_text(used.read_text() + "# an edit both demo cells see\n")
+    output = snakemake_in(checkout, "-n", "--configfile", configfile)
+    counts = job_counts(output)
+    assert counts["train"] == 2 and counts["encode"] == counts["evaluate"] == 2, counts
+    assert "encode_pretrained" not in counts and "evaluate_pretrained" not in counts, counts
+    assert "corpus" not in counts and "fetch_backbone" not in counts, counts
+    assert output.count(f"Updated input files: {relative}") == 2, output[-3000:]
 
 
 # --- Snakemake's own report of the demo above: tables, figures and report.html under their papers ------

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from hub_standin import HubStandin, build_tiny_bert, folder_files
 from publisher_formats import cifar_archive, md5, senteval_tar
 from torchvision.datasets import CIFAR10, CIFAR100
+
+from .test_pipeline import write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 6  # a long module: tests/conftest.py starts the highest numbers first
@@ -92,10 +93,8 @@ def overlay(hub: HubStandin, workdir: Path, name: str, **extra) -> str:
         },
         **extra,
     }
-    path = workdir / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return write(config, workdir / f"{name}.yaml")
 
 
 def run_steps(
@@ -260,16 +259,13 @@ def test_a_repository_without_safetensors_is_refused_at_the_fetch(hub, tmp_path,
 def test_a_path_backbone_is_settable_from_the_command_line(repo_root, first_run):
     """A local copy (shared model store) named on the command line merges with config.yaml's hf_id: the
     folder is used, the hub id names what it is a copy of."""
-    from snakemake.cli import parse_config
-    from snakemake.utils import update_config
-
     from contrastlab import config as cl_config
     from contrastlab.models.text import backbone_source
 
-    workdir, _, _ = first_run
-    config = yaml.safe_load((repo_root / "config.yaml").read_text())
-    folder = workdir / "resources" / "models" / "bert-base"
-    update_config(config, parse_config([f"backbones={{bert-base: {{path: {folder}}}}}"]))
+    from .workflow_start import snakemake_config
+
+    folder = first_run[0] / "resources" / "models" / "bert-base"
+    config = snakemake_config(repo_root / "config.yaml", f"backbones={{bert-base: {{path: {folder}}}}}")
     spec = cl_config.validate(config)["backbones"]["bert-base"]
     assert backbone_source(spec) == "path" and spec["hf_id"] == "bert-base-uncased"
     assert os.fspath(folder) == spec["path"]

@@ -40,9 +40,7 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
     config.update(oar_synthetic=None, resources_dir=str(e2e_resources))
     config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # NaN within 2 steps
     configfile = write(config, tmp_path / "c.yaml")
-    target = (
-        tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
-    )
+    target = tmp_path / "results/checkpoints/nie2023/tiny-bert/mpt/seed42/train_log.jsonl"
     profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]
     done = snakemake_process(repo_root, *profile, "--retries", "1", "--", str(target))
     out = done.stdout + done.stderr
@@ -51,9 +49,7 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
     assert done.returncode == 1 and len(lines) == 3 and len(set(lines)) == 1, out[-3000:]
     assert [line for line in done.stderr.splitlines() if line.strip()][-1] == lines[0], out[-3000:]
     assert "NonFiniteLossError" in lines[0] and "Trying to restart job" in out
-    log = (
-        tmp_path / "results" / "logs" / "train" / "nie2023" / "tiny-bert" / "mpt" / "seed42.log"
-    ).read_text()
+    log = (tmp_path / "results/logs/train/nie2023/tiny-bert/mpt/seed42.log").read_text()
     assert "NonFiniteLossError" in log and log.endswith(
         f"contrastlab: not retried (a retry fails the same way): {lines[0]}\n"
     )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -58,10 +59,7 @@ def _metrics(folder: Path) -> dict[str, dict]:
         record = json.loads(data.decode().replace(str(folder), "<run>"))
         for dotted in VOLATILE:
             *parents, last = dotted.split(".")
-            place = record
-            for key in parents:
-                place = place.get(key, {})
-            place.pop(last, None)
+            functools.reduce(lambda place, key: place.get(key, {}), parents, record).pop(last, None)
         found[name] = record
     return found
 
