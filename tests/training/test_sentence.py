@@ -349,6 +349,16 @@ def test_out_of_memory_suggests_smaller_batch_or_grad_accum(tmp_path, train_tiny
         run(tmp_path, train_tiny)
 
 
+def test_a_backbone_folder_without_config_json_names_the_rule_that_materialises_it(tmp_path, sentence_data):
+    """The refusal names the folder and the fix, not a bare FileNotFoundError of config.json."""
+    (tmp_path / "backbone").mkdir()
+    data = {**sentence_data, "backbone_dir": tmp_path / "backbone"}
+    paths = dict(out_dir=tmp_path / "model", log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state")
+    refusal = r"backbone folder .*backbone has no config.json; materialise it first \(rule fetch_backbone\)"
+    with pytest.raises(FileNotFoundError, match=refusal):
+        train(TrainSettings(loss="infonce", max_steps=2), **data, **paths, progress=False)
+
+
 def test_settings_validate_eagerly():
     with pytest.raises(ValueError, match="unknown training setting.*bogus"):
         TrainSettings.from_dict({"loss": "infonce", "bogus": 1})

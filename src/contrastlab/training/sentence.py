@@ -328,7 +328,12 @@ def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
 def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path):
     """The settings decided for the run's device, precision and backbone family
     (:func:`capture.for_device`, which asks :func:`contrastlab.families.step_mode`: the graph, padding-free
-    or neither, and the dev batch) and the one-line notes that say so."""
+    or neither, and the dev batch) and the one-line notes that say so. The backbone's config.json is the
+    run's first read of the backbone folder, so a folder not yet materialised is refused here."""
+    if not (backbone_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"backbone folder {backbone_dir} has no config.json; materialise it first (rule fetch_backbone)"
+        )
     model_type = json.loads((backbone_dir / "config.json").read_text()).get("model_type")
     return capture.for_device(configured, run.device, precision=run.precision.name, model_type=model_type)
 
@@ -337,10 +342,6 @@ def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus, cache_dir, progre
     from transformers import AutoTokenizer
 
     t = time.perf_counter()
-    if not (backbone_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"backbone folder {backbone_dir} has no config.json; materialise it first (rule fetch_backbone)"
-        )
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
     corpus_path, digest = corpus
