@@ -57,9 +57,11 @@ CONFIG_READS = 3
 #: found (docs/gpu-runs/h200-2026-11-28-gpu-check): the loop's wait for a snapshot in flight on an error,
 #: make gpu-check's full-length corpus, a test that fails without each, and make plan on the calibration
 #: that H200 wrote; +3 for a CI failure of the stand-in live run's test (it now waits until the scan sees it);
-#: +7 / +11 for an encoding's start-up measured against its own encoding seconds, and its check.
-SRC_LINES = 37484
-TESTS_LINES = 37246
+#: +7 / +11 for an encoding's start-up measured against its own encoding seconds, and its check. A fourth
+#: round of cuts, then 37,247 / 36,725 (with the backbone folder's refusal moved before the first read of its
+#: config.json, and its test).
+SRC_LINES = 37247
+TESTS_LINES = 36725
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
