@@ -274,13 +274,13 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
     write_text(path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
-def read_json_object(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The JSON object in the file at ``path``; None where it is missing, unreadable or not an object."""
+def read_json(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON object at ``path``; ``{}`` where it is missing, unreadable or not an object."""
     try:
-        found = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 class UnreadableMetricsError(ValueError):

@@ -20,7 +20,6 @@ from contrastlab.versioning import FREEZE_RECORD, pending_jobs
 from tests.make_command import make_command, make_env
 
 from .test_dryrun import OFFLINE, said
-from .test_pipeline import reduced_demo as pipeline_demo
 
 SCHEDULE_FIRST = 11  # a long module: tests/conftest.py starts the highest numbers first
 
@@ -100,14 +99,26 @@ def tracked_copy(repo_root: Path, dest: Path) -> Path:
     return dest
 
 
-def reduced_demo(repo_root: Path, workdir: Path) -> dict:
-    """test_pipeline.py's reduced demo (without its MTEB evaluator: minutes per run here) in this
-    repository's own folders, four fp32 steps on the generated data (under resources/: versioned too)."""
-    config = pipeline_demo(repo_root, workdir)
+def reduced_demo(repo_root: Path) -> dict:
+    """config/demo.yaml cut to two losses on the tiny BERT, four steps on the generated data (under
+    resources/: versioned too), Nie's analytic figures on a small grid."""
+    config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
     config.update(results_dir=RESULTS, resources_dir="resources", oar_synthetic=None)
     config["data"] = {"fixture": True, "fixture_corpus_sentences": 500}
     config["training"].update(max_steps=4, eval_every=2, state_every=2, log_every=2)
-    config["experiments"]["nie2023"]["training"] = {"precision": "fp32"}
+    config["analytic_figures"] = {"points": 10, "batches": 20}
+    config["mteb"]["enabled"] = False  # MTEB's evaluator is test_pipeline.py's: minutes per run here
+    config["experiments"] = {
+        "nie2023": {
+            "backbones": ["tiny-bert"],
+            "training": {"precision": "fp32"},
+            "pretrained_pooling": "avg_embeddings_and_last",
+            "methods": {
+                "cl": {"loss": "infonce", "hp": {"tau": 0.05}, "note": "test"},
+                "mpt": {"loss": "mpt", "hp": {"m": 0.23}, "note": "test"},
+            },
+        }
+    }
     return config
 
 
@@ -123,7 +134,7 @@ def demo(repo_root, tools, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dvc")
     origin = tracked_copy(repo_root, tmp / "origin")
     # Flow-style lists and a comment, as in the presets: what DVC's rewrite of a whole file changes.
-    text = yaml.safe_dump(reduced_demo(repo_root, tmp), sort_keys=False, default_flow_style=None, width=100)
+    text = yaml.safe_dump(reduced_demo(repo_root), sort_keys=False, default_flow_style=None, width=100)
     (origin / CONFIG).write_text("# config/demo.yaml, reduced (tests/e2e/test_dvc.py)\n" + text)
     dvc(origin, "remote", "add", "-d", "store", str(tmp / "remote"))
     git(origin, "add", "-A")
@@ -253,7 +264,7 @@ def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root,
     assert "missing provenance" not in output, output[-3000:]
 
     # Snakemake's provenance came back too: one changed hyperparameter retrains exactly its cell.
-    changed_config = reduced_demo(repo_root, tmp)
+    changed_config = reduced_demo(repo_root)
     changed_config["experiments"]["nie2023"]["methods"]["mpt"]["hp"]["m"] = 0.30
     (clone / "config" / "changed.yaml").write_text(yaml.safe_dump(changed_config, sort_keys=False))
     output = snakemake(clone, "-n", "--configfile", "config/changed.yaml")

@@ -17,8 +17,8 @@ import torch
 import yaml
 
 from contrastlab.cost import gpu_check
-from contrastlab.cost.measured import read_job_costs, read_json
-from contrastlab.paths import REPO_ROOT
+from contrastlab.cost.measured import read_job_costs
+from contrastlab.paths import REPO_ROOT, read_json
 
 SCHEDULE_FIRST = 15  # a long module: tests/conftest.py starts the highest numbers first
 

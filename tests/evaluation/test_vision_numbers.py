@@ -93,7 +93,11 @@ def test_every_oar_cell_is_evaluated_by_an_ffn_on_the_fraction_it_regressed():
 
 
 def test_the_schemas_evaluation_defaults_are_the_evaluators():
-    """The schema's defaults, its FFN description and the probes' keyword defaults equal the constants."""
+    """The defaults a config gets (the schema's, filled in by validation) equal the evaluator's constants
+    and its functions' keyword defaults: MACL App. B.3 / Table B.3 (linear 100 epochs, batch 128, SGD
+    0.02, momentum 0.9; kNN k 200, temperature 0.1) and OAR §5.1 (FFN 256/128/64, batch 32, 100
+    epochs; lr 0.01 and momentum 0.9 ours). The schema gives the FFN no defaults (absent keys take
+    FFN_DEFAULTS), so its description's numbers are read instead."""
     schema = load_schema()["$defs"]["vision_evaluation"]
     filled = fill_defaults({}, schema)
     linear = {"epochs": 100, "batch_size": 128, "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0}

@@ -19,8 +19,8 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
-from contrastlab.cost.measured import grouped, read_json
-from contrastlab.paths import write_json
+from contrastlab.cost.measured import grouped
+from contrastlab.paths import read_json, write_json
 
 
 # ------------------------------------------------------------------------------------------- searches

@@ -269,7 +269,9 @@ def _total_steps(s: Mapping[str, Any], steps_per_epoch: int, default_epochs: int
 
 def schedule_points(steps: int, every: int | None) -> int:
     """Step 0, every ``every``-th step and the last (the trainer's evaluation and analysis points)."""
-    return 1 + -(-steps // every) if every else 0
+    if not every:
+        return 0
+    return 1 + steps // every + (1 if steps % every else 0)
 
 
 def _resolved(precision: str | None, native_bf16: bool = True) -> str:

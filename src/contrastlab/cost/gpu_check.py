@@ -28,7 +28,7 @@ from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, CellWork, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
-from contrastlab.cost.measured import read_job_costs, read_json
+from contrastlab.cost.measured import read_job_costs
 from contrastlab.cost.packing import SHARES
 from contrastlab.cost.packing_measure import (
     STEP_COPY_MODULES,
@@ -42,7 +42,7 @@ from contrastlab.data.acquire import data_marker_path
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
-from contrastlab.paths import REPO_ROOT, write_text
+from contrastlab.paths import REPO_ROOT, read_json, write_text
 from contrastlab.senteval.tasks import load_sts_pairs
 from contrastlab.training.snapshots import MARKER, MARKER_VARIABLE
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import paper_of
-from contrastlab.paths import Results
+from contrastlab.paths import Results, read_json
 from contrastlab.search import SEARCHED
 
 #: Shown where a number is unknown or zero by construction (no GPU job, no memory figure).
@@ -149,15 +149,6 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
     peak = end.get("peak_gpu_memory_gib") if gpu_hours is not None else None
     phases, start = (end.get("phases"), end.get("start")) if end.get("phases") else (None, None)
     return JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours, peak, phases, start)
-
-
-def read_json(path: str | os.PathLike) -> dict:
-    """The JSON object at ``path``; ``{}`` where it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = None) -> list[JobCost]:

@@ -242,7 +242,7 @@ def _with_searched_rows(rows: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.D
         return rows
     blocks = []
     keys = list(zip(rows["row_group"], rows["method"], strict=True))
-    for (_, method), run in itertools.groupby(range(len(rows)), key=keys.__getitem__):
+    for (_, method), run in itertools.groupby(range(len(rows)), key=lambda i: keys[i]):
         block = rows.iloc[list(run)]
         blocks.append(block)
         if method in searched:  # every column (a backbone not searched says "not configured")

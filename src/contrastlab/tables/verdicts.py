@@ -120,27 +120,26 @@ def noise_pools(
     return pd.DataFrame(rows, columns=POOL_COLUMNS)
 
 
-def _runs_entry(runs: Mapping[str, Any], method: str) -> str:
-    """The ``runs.methods`` entry of ``method``: its own, else its base's (``macl`` for ``macl-bs64``),
-    else ``default``."""
-    per_method = runs.get("methods") or {}
-    return next((name for name in (method, method.split("-")[0]) if name in per_method), "default")
-
-
 def published_runs(meta: Mapping[str, Any], method: str) -> int:
     """How many runs the published number of ``method`` averages (the table sidecar's ``runs``:
     ``default`` and per-``methods`` overrides, each with its source); 1 where the paper does not say."""
     runs = meta.get("runs") or {}
-    entry = _runs_entry(runs, method)
-    return int(runs.get("default", 1) if entry == "default" else runs["methods"][entry])
+    per_method = runs.get("methods") or {}
+    base = method.split("-")[0]
+    return int(per_method.get(method, per_method.get(base, runs.get("default", 1))))
 
 
 def runs_assumed(meta: Mapping[str, Any], method: str) -> bool:
     """Whether ``method``'s k is assumed, not stated by the paper: the sidecar's ``runs.assumed`` names
-    its entry (:func:`_runs_entry`). An assumed k = 1 gives the widest interval, which favours "within
-    noise" (it is not the cautious choice for a "did it reproduce?" verdict)."""
+    the method (or its base, ``macl`` for ``macl-bs64``), or ``default`` for every method without its
+    own ``runs.methods`` entry. An assumed k = 1 gives the widest interval, which favours "within noise"
+    (it is not the cautious choice for a "did it reproduce?" verdict)."""
     runs = meta.get("runs") or {}
-    return _runs_entry(runs, method) in set(runs.get("assumed") or [])
+    assumed = set(runs.get("assumed") or [])
+    per_method = runs.get("methods") or {}
+    base = method.split("-")[0]
+    name = method if method in per_method else base if base in per_method else None
+    return name in assumed if name is not None else "default" in assumed
 
 
 def runs_text(meta: Mapping[str, Any]) -> str:

@@ -36,15 +36,16 @@ import torch
 
 from contrastlab.losses import build_loss
 from contrastlab.models.packed import PaddingFree
-from contrastlab.training import capture, sentence_step
+from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
+from contrastlab.training.sentence_step import ADAMW as TRAINER_ADAMW
 from contrastlab.training.sentence_step import CLIP_NORM
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 #: How far the typical gap to the reference runs may exceed their own typical gap (:func:`within_spread`).
 SPREAD_MARGIN = 2.0
 #: The trainer's AdamW at its default rate (training.sentence_step: ``ADAMW``, ``CLIP_NORM``).
-ADAMW = {"lr": 3e-5, **sentence_step.ADAMW}
+ADAMW = {"lr": 3e-5, **TRAINER_ADAMW}
 
 
 def run_steps(

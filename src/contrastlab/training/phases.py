@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from contrastlab.paths import atomic_write
+from contrastlab.paths import write_text
 
 __all__ = ["Phases", "close_summary", "job_start", "note_job_start", "note_phase", "process_started"]
 
@@ -83,8 +83,7 @@ def close_summary(path: str | os.PathLike, clock: Callable[[], float] = time.tim
     except (OSError, ValueError, KeyError, TypeError):
         return False
     phases["total_s"] = max(total, phases["total_s"])
-    with atomic_write(path) as staged:
-        staged.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    write_text(path, json.dumps(summary, indent=1, default=float) + "\n")
     return True
 
 
@@ -116,8 +115,10 @@ class Phases:
         self.started = self.start["process_started"] if self.start else process_started()
         self.seconds: dict[str, float] = {}
         handed_over = self.start.get("handed_over") if self.start else None
-        self.seconds["interpreter_s"] = max(0.0, (now if handed_over is None else handed_over) - self.started)
-        if handed_over is not None:
+        if handed_over is None:
+            self.seconds["interpreter_s"] = max(0.0, now - self.started)
+        else:
+            self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
             # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
             self.seconds["imports_s"] = max(0.0, now - handed_over - sum(_FRAME_PHASES.values()))
             self.seconds.update(_FRAME_PHASES)

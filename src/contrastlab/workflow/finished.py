@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.artifacts import recorded_sha256, sha256_file
-from contrastlab.paths import read_json_object, write_json
+from contrastlab.paths import read_json, write_json
 from contrastlab.workflow.failures import snakemake_dict
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
@@ -106,8 +106,8 @@ def changed(results_dir: str | os.PathLike, output: str | os.PathLike) -> str | 
     (readable) record, or it does not exist (Snakemake makes a missing output by itself). A match whose
     modification time moved (a copied results folder) updates the record, so the next check is cheap."""
     record = record_path(results_dir, output)
-    found = read_json_object(record) if record is not None and Path(output).exists() else None
-    if found is None or not isinstance(found.get("files"), dict):
+    found = read_json(record) if record is not None and Path(output).exists() else {}
+    if not isinstance(found.get("files"), dict):
         return None
     moved_any = False
     for relative, want in found["files"].items():
@@ -202,8 +202,7 @@ _STATE_INFO = "state.json"
 
 
 def _finished_state(state_dir: Path) -> bool:
-    info = read_json_object(state_dir / _STATE_INFO)
-    return info is not None and info.get("finished") is True
+    return read_json(state_dir / _STATE_INFO).get("finished") is True
 
 
 def _marker(incomplete: Path, key: str) -> Path:

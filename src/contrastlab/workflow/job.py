@@ -16,7 +16,7 @@ from typing import Any
 from contrastlab.config import Options
 from contrastlab.config.data import DataConfig
 from contrastlab.data.acquire import data_marker_path
-from contrastlab.paths import CELL_FIELDS, Resources, Results, read_json_object, write_json
+from contrastlab.paths import CELL_FIELDS, Resources, Results, read_json, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
 from contrastlab.training.phases import close_summary, note_job_start
@@ -237,7 +237,7 @@ def logged_to(
     """
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     if failure_record is not None:
-        previous = read_json_object(failure_record) or {}
+        previous = read_json(failure_record)
         if (
             run is not None
             and previous.get("run") == run

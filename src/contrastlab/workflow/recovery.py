@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.artifacts import sha256_file
-from contrastlab.paths import read_json_object, write_json
+from contrastlab.paths import read_json, write_json
 
 #: The environment variable naming the Snakemake invocation a job belongs to (set by the main process when
 #: it starts executing; local jobs inherit it, and the SLURM plugin submits with ``--export=ALL``).
@@ -375,8 +375,8 @@ def _release_claim(real: str, path: Path, made: list[Path]) -> None:
 
 def _claimed_line(results_dir: str | os.PathLike, path: Path) -> str:
     """The refusal of a run on ``results_dir``, whose claim file ``path`` another process holds."""
-    holder = read_json_object(path)  # None: its holder has not written itself in yet
-    if holder is not None and "pid" in holder:
+    holder = read_json(path)  # empty: its holder has not written itself in yet
+    if "pid" in holder:
         return _in_use_line(results_dir, holder)
     return (
         f"contrastlab: {results_dir} is in use by another run starting on it this moment (it holds {path}); "
