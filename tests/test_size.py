@@ -58,9 +58,9 @@ CONFIG_READS = 3
 #: make gpu-check's full-length corpus, a test that fails without each, and make plan on the calibration
 #: that H200 wrote; +3 for a CI failure of the stand-in live run's test (it now waits until the scan sees it);
 #: +7 / +11 for an encoding's start-up measured against its own encoding seconds, and its check. A fourth
-#: round of cuts, then 37,250 / 36,796 (with the backbone folder's refusal moved before the first read of its
+#: round of cuts, then 37,245 / 36,796 (with the backbone folder's refusal moved before the first read of its
 #: config.json, and its test).
-SRC_LINES = 37250
+SRC_LINES = 37245
 TESTS_LINES = 36796
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")

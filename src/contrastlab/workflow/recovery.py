@@ -167,13 +167,8 @@ def _this_run(results_dir: str) -> dict[str, Any]:
 
 
 def _records(results_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
-    found = []
-    for path in run_records(results_dir):
-        try:
-            found.append((path, json.loads(path.read_text())))
-        except (OSError, ValueError):
-            found.append((path, {}))  # unreadable: its owner cannot be checked
-    return found
+    # an unreadable record reads as {}: its owner cannot be checked
+    return [(path, read_json(path)) for path in run_records(results_dir)]
 
 
 def _gone(record: Mapping[str, Any], machine: Mapping[str, str]) -> bool | None:
