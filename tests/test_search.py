@@ -255,10 +255,12 @@ def test_paper_scale_searches_are_priced():
     assert sum(p.shared_with is not None for p in points) == 28  # each Nie cell lies on its lr x batch grid
     grid, cal = cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     points = cl_budget.searched_points(grid, cal)
-    lines = to_markdown(
-        plan.search_plan_blocks(points, plan.search_jobs(grid, cal, "config", points), cal, "config")
-    )
+    jobs = plan.search_jobs(grid, cal, "config", points)
+    lines = to_markdown(plan.search_plan_blocks(points, jobs, cal, "config"))
     assert "| nie2023 (search) | 1208 |" in lines and "| li2024 (search) | 536 |" in lines
+    docs = " ".join((REPO_ROOT / "docs" / "reproduction.md").read_text().split())  # the hours it quotes
+    hours = (plan.total_hours(jobs, choice) for choice in ("config", "bf16"))
+    assert "about {:.0f} GPU-hours as configured, {:.0f} all bf16".format(*hours) in docs
 
 
 def test_selection_table_against_published(tmp_path):
