@@ -109,6 +109,11 @@ def test_the_script_takes_the_two_folders_and_names_a_missing_file(tmp_path, cap
     )
 
 
+def test_a_run_left_out_is_named_with_the_command(tmp_path):  # `make compare B=<run>`: A="" reads "."
+    with pytest.raises(ValueError, match=r"needs two results folders: make compare A=<results> B=<results>"):
+        compare_runs("", write_run(tmp_path / "b", scores([43], np.random.default_rng(0)), {}))
+
+
 DEMO_SCORES = Path(__file__).parent / "data" / "demo-scores.csv.gz"
 #: Each demo's search winners, per stage (results/<run>/search/<experiment>/tiny-bert/<method>/stage<k>.json):
 #: under seed 43 both searches picked lr 1e-4 where seed 42 picked 3e-5.

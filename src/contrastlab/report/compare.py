@@ -160,6 +160,8 @@ def _fmt(x: float) -> str:
 def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
     """Write the comparison of the results folders ``a`` and ``b`` as Markdown to ``out`` (default
     ``<b>/compare.md``) and the per-cell table beside it (``.csv``); returns the Markdown's path."""
+    if "" in (os.fspath(a), os.fspath(b)):  # `make compare` without A= or B=: not the working directory
+        raise ValueError("compare needs two results folders: make compare A=<results> B=<results>")
     a, b = Path(a), Path(b)
     cells = cell_table(
         _read(a, "scores.csv"), _read(b, "scores.csv"), choices=(search_choices(a), search_choices(b))
