@@ -42,11 +42,16 @@ FENCE = re.compile(r"^( *)```(\w*)\n(.*?)\n\1```", flags=re.M | re.S)
 INDENTED_START = re.compile(r"(docker |apptainer |CONTRASTLAB_\w+=)")
 NEEDS = re.compile(r"<!-- needs: ([^>]+?) -->\s*$")
 
+_FIFTH_PAPER = "tests/test_papers.py::test_a_fifth_paper_added_as_docs_adding_a_paper_says"
 #: Commands that a test of their own runs: (page, the command as the page writes it) -> that test.
 BY_TEST = {
-    ("docs/adding-a-paper.md", ".venv/bin/python -m contrastlab.papers --cff"): (
-        "tests/test_papers.py::test_a_fifth_paper_added_as_docs_adding_a_paper_says"
-    ),
+    **{
+        ("docs/adding-a-paper.md", command): _FIFTH_PAPER
+        for command in (
+            ".venv/bin/python -m contrastlab.papers --cff",
+            ".venv/bin/python -m contrastlab.tables.deviations config.yaml > docs/deviations.md",
+        )
+    },
     ("docs/reproduction.md", ".venv/bin/dvc repro"): "tests/e2e/test_dvc.py::demo",
     # a local folder as the remote
     ("docs/reproduction.md", ".venv/bin/dvc remote add -d store /mnt/shared/contrastlab-dvc"): (

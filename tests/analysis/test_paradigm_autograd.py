@@ -116,3 +116,12 @@ def test_view_batch_realises_the_requested_angles():
     assert abs(cross.diagonal().mean().item() - 0.3) < 0.03
     assert abs(cross[~eye].mean().item() - 1.2) < 0.03
     assert torch.linalg.matrix_rank(torch.cat([z1, z2])) == 32  # independent, as the autograd view needs
+
+
+def test_a_loss_with_a_non_finite_gradient_is_named_in_one_line():
+    """A loss whose gradient is NaN on the figure's batch stops with one line, not torch's lstsq assert."""
+    z1, z2 = batch(0)
+    expected = r"^the loss's gradient is not finite on a batch of 6 x 16; "
+    with pytest.raises(ValueError, match=expected) as error:
+        paradigm_by_autograd(lambda a, b: (a * b).sum() * float("nan"), z1, z2)
+    assert "\n" not in str(error.value)

@@ -105,6 +105,15 @@ def test_bad_config_gives_one_line_naming_the_key(repo_root, override, expected)
     assert message.startswith(expected), message
 
 
+def test_a_loss_file_named_without_its_callable_is_told_the_form(repo_root):
+    override = {"experiments": {"nie2023": {"methods": {"mine": {"loss": "examples/margin_infonce.py"}}}}}
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.load(repo_root / "config.yaml", override)
+    assert str(caught.value).endswith(
+        "; or your own loss: 'path/to/file.py:callable' or 'package.module:callable' (docs/own-loss.md)"
+    )
+
+
 def test_missing_config_file(tmp_path):
     with pytest.raises(cl_config.ConfigError, match="does not exist"):
         cl_config.load(tmp_path / "nope.yaml")

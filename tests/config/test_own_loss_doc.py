@@ -87,3 +87,14 @@ def test_a_user_loss_named_in_a_search_is_checked_against_its_axes(at_root):
         "'examples/margin_infonce.py:margin_infonce') has no hyperparameter 'r'; it takes tau, m. Give "
         "'margin_nce' stages of its own (per_method.margin_nce) or leave it out of the search's methods"
     )
+
+
+def test_the_pages_python_block_is_a_loss_file_as_it_stands(tmp_path):
+    """The page's Python block, in a file of its own, passes the load-time check: imports included."""
+    from contrastlab.losses.checks import check_user_loss
+
+    text = (REPO_ROOT / "docs" / "own-loss.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```python\n(.*?)\n```", text, flags=re.M | re.S)
+    module = tmp_path / "mine.py"
+    module.write_text(block, encoding="utf-8")
+    check_user_loss(f"{module}:margin_infonce", {"tau": 0.05, "m": 0.1})

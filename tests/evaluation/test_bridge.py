@@ -96,3 +96,19 @@ def test_identical_copies_give_zero_parts_but_the_arithmetic():
     r = bridge_task(_encode, scored, [], same, mteb_score=start + 1e-7)
     assert [r["parts"][s] for s in STEPS[:4]] == [0.0, 0.0, 0.0, 0.0]
     assert r["parts"]["similarity"] == pytest.approx(1e-7, abs=1e-12)
+
+
+def test_the_command_without_the_hub_says_so_in_one_line(monkeypatch, tmp_path):
+    """Offline, ``python -m contrastlab.evaluation.bridge`` (hub data) stops with one line and the fix."""
+    from contrastlab.evaluation import bridge
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'mteb/sts12-sts' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(bridge, "mteb_checkpoint", unreachable)
+    with pytest.raises(SystemExit) as stop:
+        bridge.main([str(tmp_path / "model"), str(tmp_path / "senteval"), str(tmp_path / "out")])
+    assert str(stop.value) == (
+        "contrastlab: ConnectionError: Couldn't reach 'mteb/sts12-sts' on the Hub (LocalEntryNotFoundError); "
+        "MTEB's rows come from the hub: connect, or pass --standin (the seven STS tasks from local files)"
+    )

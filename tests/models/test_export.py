@@ -156,3 +156,11 @@ def test_demo_size_encoder_says_it_needs_our_loader_and_saves_its_head(tmp_path)
         features = loaded(images)
         assert torch.equal(features, ours(images))
         assert torch.equal(plain(features), head(features))
+
+
+def test_mteb_cli_takes_no_folder_so_the_doc_shows_its_api(tmp_path):
+    """``mteb run -m <folder>`` looks the name up on the hub: a folder gets no loader ("No model
+    implementation is available for this model"); docs/encoders.md shows ``mteb.evaluate`` on it instead."""
+    mteb = pytest.importorskip("mteb")
+    assert mteb.get_model_meta(str(tmp_path / "cl" / "model"), fetch_from_hf=True).loader is None
+    assert "mteb run -m results/" not in ENCODERS_DOC.read_text()

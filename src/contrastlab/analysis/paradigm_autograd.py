@@ -82,6 +82,11 @@ def paradigm_by_autograd(
     with torch.enable_grad():
         value = loss(a, b)
         (grad,) = torch.autograd.grad(value, a)
+    if not torch.isfinite(grad).all():
+        raise ValueError(
+            f"the loss's gradient is not finite on a batch of {n} x {d}; make the loss finite for every "
+            "batch (e.g. clamp before arccos or log)"
+        )
     basis = torch.cat([b, a.detach()], dim=0)  # [2N, D]
     coef = torch.linalg.lstsq(basis.T, grad.T).solution.T  # grad_i = coef_i @ basis
     eye = torch.eye(n, dtype=torch.bool)

@@ -232,7 +232,9 @@ def check_references(config: Mapping[str, Any]) -> None:
             if not user_loss and spec["loss"] not in DEFAULTS:
                 choices = ", ".join(DEFAULTS)
                 raise ConfigError(
-                    f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}"
+                    f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}; "
+                    "or your own loss: 'path/to/file.py:callable' or 'package.module:callable' "
+                    "(docs/own-loss.md)"
                 )
             for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
                 if backbone not in experiment["backbones"]:

@@ -83,6 +83,14 @@ def expand_templates(config: dict) -> dict:
                 methods[method] = deep_merge(spec, own)
         templates[name] = lists
         del experiments[name]
+    for method, spec in shared.items():
+        uses = dict.fromkeys(p for t in templates.values() if method in t["methods"] for p in t["protocols"])
+        unknown = sorted(set(spec.get("per_protocol") or {}) - set(uses))
+        if unknown:
+            raise ConfigError(
+                f"config key methods.{method}.per_protocol.{unknown[0]}: not a protocol of a template "
+                f"that uses {method!r} ({', '.join(uses)}); fix the name"
+            )
     select = config.get("select") or {}
     chosen = [e for e in select.get("experiments") or [] if e in templates]
     if chosen:

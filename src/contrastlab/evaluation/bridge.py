@@ -296,18 +296,24 @@ def main(argv: list[str] | None = None) -> None:
         help="keep the MTEB tasks already in OUT (their scores as MTEB stored them: rounded to 1e-5)",
     )
     args = parser.parse_args(argv)
-    result = mteb_checkpoint(
-        args.model,
-        args.senteval_dir,
-        args.out,
-        data="standin" if args.standin else "hub",
-        stsb_dir=args.stsb_dir,
-        batch_size=args.batch_size,
-        name=args.name,
-        overwrite="only-missing" if args.resume else "always",
-        tasks=args.tasks,
-        benchmark=args.benchmark,
-    )
+    try:
+        result = mteb_checkpoint(
+            args.model,
+            args.senteval_dir,
+            args.out,
+            data="standin" if args.standin else "hub",
+            stsb_dir=args.stsb_dir,
+            batch_size=args.batch_size,
+            name=args.name,
+            overwrite="only-missing" if args.resume else "always",
+            tasks=args.tasks,
+            benchmark=args.benchmark,
+        )
+    except ConnectionError as error:  # offline: MTEB's datasets load from the hub
+        raise SystemExit(
+            f"contrastlab: ConnectionError: {' '.join(str(error).split())}; MTEB's rows come from the hub: "
+            "connect, or pass --standin (the seven STS tasks from local files)"
+        ) from None
     st = result["sentence_transformers"]
     print("task | SentEval | " + " | ".join(STEPS) + " | MTEB | MTEB - SentEval | ST evaluator")
     for task, r in result["tasks"].items():
