@@ -8,6 +8,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 from snakemake.cli import parse_args
 from snakemake.settings.enums import RerunTrigger
 
@@ -109,3 +110,18 @@ def test_make_help_lists_every_target_with_its_description():
         "results/demo/report.html" in lines
     )
     assert len(lines) == 1 + len(phony)
+
+
+def test_slurm_gres_asks_every_gpu_rule_for_a_gres():
+    """profiles/slurm-gres lists every rule that holds ``gpu=GPU`` (rules/*.smk): one left out would be
+    submitted with ``--gpus=1``, which sbatch rejects on the clusters the profile is for."""
+    gpu_rules = set()
+    for rule_file in (REPO_ROOT / "rules").glob("*.smk"):
+        for block in re.split(r"^(?=(?:use )?rule )", rule_file.read_text(), flags=re.M)[1:]:
+            if re.search(r"^\s+gpu=GPU,", block, re.M):
+                gpu_rules.add(re.match(r"(?:use rule \w+ as |rule )(\w+)", block)[1])
+    profile = yaml.safe_load((PROFILES / "slurm-gres" / "config.yaml").read_text())
+    assert {"train", "mteb"} <= gpu_rules
+    assert {rule: profile["set-resources"].get(rule) for rule in gpu_rules} == dict.fromkeys(
+        gpu_rules, {"gpu": 0, "gres": "gpu:1"}
+    )
