@@ -488,8 +488,9 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     """``make mteb-submit`` stages embeddings-benchmark/results' layout (mteb loads it) and the PR's steps."""
     mteb = pytest.importorskip("mteb")
     configfile, found = _scored_cell(tmp_path, "hub")
-    with pytest.raises(pub.PublishError, match="REVISION must be"):
-        pub.mteb_submission(found, configfile, revision="not-hex!")
+    for bad in ("not-hex!", "abc123"):  # abc123: hex digits, too few for a commit id
+        with pytest.raises(pub.PublishError, match="REVISION must be 7 to 64 hex digits 0-9a-f .*, got"):
+            pub.mteb_submission(found, configfile, revision=bad)
     staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40)
     assert staged.root == tmp_path / "results" / "mteb-submit" / CELL
     folder = staged.root / "results" / "me__model" / ("c" * 40)

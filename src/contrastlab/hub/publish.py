@@ -511,7 +511,7 @@ def mteb_submission(
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
-        raise PublishError(f"REVISION must be a commit or digest in hex, got {revision!r}")
+        raise PublishError(f"REVISION must be 7 to 64 hex digits 0-9a-f (commit, digest), got {revision!r}")
     checkpoint, folder = found.model_dir, found.mteb_dir
     if not (checkpoint.is_dir() and folder.is_dir()):
         raise PublishError(
