@@ -423,9 +423,10 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     return PublishPlan(found.cell.path, repo, out, files)
 
 
-def snakemake_command(configfile: str | Path, *words: Any) -> str:
-    """The Snakemake command on the preset ``configfile`` with ``words`` (options, targets), shell-quoted."""
-    return shlex.join(["snakemake", "--configfile", str(configfile), *map(str, words)])
+def snakemake_command(configfile: str | Path, target: Any, *options: Any) -> str:
+    """The Snakemake command making ``target`` of the preset ``configfile`` with ``options``, shell-quoted:
+    the target first, where no option taking several values (--configfile, --forcerun) reads it as one."""
+    return shlex.join(["snakemake", str(target), "--configfile", str(configfile), *map(str, options)])
 
 
 def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[str]:
