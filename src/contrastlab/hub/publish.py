@@ -424,8 +424,7 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
 
 
 def snakemake_command(configfile: str | Path, target: Any, *options: Any) -> str:
-    """The Snakemake command making ``target`` of the preset ``configfile`` with ``options``, shell-quoted:
-    the target first, where no option taking several values (--configfile, --forcerun) reads it as one."""
+    """``snakemake <target> --configfile <file> <options>``: the target first, or --forcerun takes it."""
     return shlex.join(["snakemake", str(target), "--configfile", str(configfile), *map(str, options)])
 
 
