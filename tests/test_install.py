@@ -162,6 +162,7 @@ def test_mteb_submits_pull_request_path_has_pygithub_pinned_and_installed():
     assert "github" in Requirement(next(r for r in workflow["workflow"] if r.startswith("mteb"))).extras
     assert importlib.metadata.version("PyGithub") == pins(install.CONSTRAINTS)["pygithub"] == "2.10.0"
     assert github.Github.__module__ == "github.MainClass"
+    assert "PyGithub (`mteb[github]`, in the `workflow` extra" in (REPO_ROOT / "docs/publish.md").read_text()
 
 
 def test_uv_compiles_what_it_installs_as_pip_does():

@@ -8,6 +8,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 from snakemake.cli import parse_args
 from snakemake.settings.enums import RerunTrigger
 
@@ -109,3 +110,14 @@ def test_make_help_lists_every_target_with_its_description():
         "results/demo/report.html" in lines
     )
     assert len(lines) == 1 + len(phony)
+
+
+def test_slurm_gres_asks_every_gpu_rule_for_a_gres():
+    """profiles/slurm-gres lists every rule holding ``gpu=GPU``: one left out would ask ``--gpus=1``."""
+    text = "".join(path.read_text() for path in (REPO_ROOT / "rules").glob("*.smk"))
+    found = re.findall(r"^(?:use rule \w+ as |rule )(\w+).*((?:\n[ #].*|\n)*)", text, re.M)
+    gpus = {rule for rule, body in found if re.search(r"^\s+gpu=GPU,", body, re.M)}
+    asked = yaml.safe_load((PROFILES / "slurm-gres" / "config.yaml").read_text())["set-resources"]
+    assert "mteb" in gpus and {r: asked.get(r) for r in gpus} == dict.fromkeys(
+        gpus, {"gpu": 0, "gres": "gpu:1"}
+    )

@@ -11,6 +11,7 @@ import pytest
 from contrastlab.cost import backbones
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
+from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import resolve
 from tests.cost.common import H200, MACL, NIE, config_totals, config_work
 
@@ -140,5 +141,7 @@ def test_config_yaml_on_the_h200_with_padding_free_by_default(flop_model_h200):
     padded = config_totals(shipped, padding_free=False)
     default = config_totals(shipped)
     assert padded == [194.2, 231.9, 100.3, 73.5]
+    doc = " ".join((REPO_ROOT / "docs" / "cost.md").read_text().split())  # what docs/cost.md says of it
+    assert f"(`padding_free: false`) the grid takes {padded[0]} GPU-hours ({padded[1]} all fp32;" in doc
     assert default == [179.0, 215.6, 100.3, 73.5]
     assert config_totals(flop_model_h200) == [175.2, 211.5, 100.3, 73.5]

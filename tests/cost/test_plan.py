@@ -18,6 +18,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
 from contrastlab.cost.backbones import transformer_parameters
+from contrastlab.cost.calibration import DEFAULT_CALIBRATION as DEFAULT
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
 from tests.cost.common import (
@@ -573,3 +574,16 @@ def test_the_launch_counts_are_those_of_the_projects_augmentation_and_encoders()
         encoder(x).sum().backward()  # warm
         assert _launches(functools.partial(encoder, x)) == forward, arch
         assert _launches(lambda e=encoder, x=x: e(x).sum().backward()) == both, arch
+
+
+def test_cluster_doc_states_the_wall_time_nies_infonce_cell_asks_per_card():
+    """docs/cluster.md's wall times of Nie's InfoNCE BERT-base cell per card: what rule train requests."""
+    t = " ".join((REPO_ROOT / "docs" / "cluster.md").read_text().split())
+    said = re.search(r"asks (\d+) minutes on an H200[^,]*, (\d+) on an H100, (\d+) on an A100 and (\d+)", t)
+    config, asked = cl_config.load(REPO_ROOT / "config.yaml"), []
+    cell = cl_config.Cell("nie2023", "bert-base", "cl", 42)
+    for card in ("H200", "H100", "A100", "V100"):
+        grid = cl_config.Grid({**config, "resources": {**config["resources"], "gpu_model": card}})
+        cal = cl_calibration.calibration_for(card, cl_calibration.SHIPPED_CALIBRATIONS.get(card, DEFAULT))
+        asked.append(str(plan.job_runtime_minutes(grid, "train", cal, cell=cell)))
+    assert said and list(said.groups()) == asked

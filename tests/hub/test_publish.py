@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.cli import parse_args
 
 from contrastlab.config import load
 from contrastlab.hub import mteb_results as mr
@@ -384,7 +386,7 @@ def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_r
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.strip().startswith("contrastlab: publish: ") and len(bad.stderr.splitlines()) == 1
     assert bad.stderr.strip().endswith(
-        f"run `snakemake --configfile {configfile} {tmp_path}/results/metrics/{other}/senteval.json` first"
+        f"run `snakemake {tmp_path}/results/metrics/{other}/senteval.json --configfile {configfile}` first"
     )
     done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -488,8 +490,9 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     """``make mteb-submit`` stages embeddings-benchmark/results' layout (mteb loads it) and the PR's steps."""
     mteb = pytest.importorskip("mteb")
     configfile, found = _scored_cell(tmp_path, "hub")
-    with pytest.raises(pub.PublishError, match="REVISION must be"):
-        pub.mteb_submission(found, configfile, revision="not-hex!")
+    for bad in ("not-hex!", "abc123"):  # abc123: hex digits, too few for a commit id
+        with pytest.raises(pub.PublishError, match="REVISION must be 7 to 64 hex digits 0-9a-f .*, got"):
+            pub.mteb_submission(found, configfile, revision=bad)
     staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40)
     assert staged.root == tmp_path / "results" / "mteb-submit" / CELL
     folder = staged.root / "results" / "me__model" / ("c" * 40)
@@ -665,8 +668,10 @@ def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, o
     recorded = json.loads(meta.read_text())["revision"]
     assert line.startswith(f"contrastlab: publish: {weights} no longer matches the card: its sha256 is ")
     assert f"{meta} recorded {recorded[:16]}" in line and mr.checkpoint_revision(found.model_dir)[:16] in line
-    retrain = f"retrain the cell: snakemake --configfile {configfile} --forcerun train {found.metrics}"
+    retrain = f"retrain the cell: snakemake {found.metrics} --configfile {configfile} --forcerun train"
     assert line.endswith(retrain)
+    args = parse_args(shlex.split(retrain)[4:])[1]  # Snakemake's reading: this cell only, not every train job
+    assert (args.targets, args.forcerun) == ([str(found.metrics)], {"train"})
     shutil.rmtree(found.card.parent)  # no card yet: the weights' header names more bytes than they hold
     with pytest.raises(pub.PublishError) as refused:
         write_card(found, configfile)

@@ -481,7 +481,7 @@ def write_card(found: CellFiles, configfile: str | Path) -> Path:
             f"{found.model_dir if not found.model_dir.is_dir() else found.metrics} does not exist: the cell "
             f"is not trained and evaluated yet; run `{snakemake_command(configfile, found.metrics)}` first"
         )
-    retrain = "retrain the cell: " + snakemake_command(configfile, "--forcerun", "train", found.metrics)
+    retrain = "retrain the cell: " + snakemake_command(configfile, found.metrics, "--forcerun", "train")
     described = found.card.with_name(MODEL_META_FILE)
     try:
         if described.is_file() and described.stat().st_mtime >= found.metrics.stat().st_mtime:

@@ -423,9 +423,9 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     return PublishPlan(found.cell.path, repo, out, files)
 
 
-def snakemake_command(configfile: str | Path, *words: Any) -> str:
-    """The Snakemake command on the preset ``configfile`` with ``words`` (options, targets), shell-quoted."""
-    return shlex.join(["snakemake", "--configfile", str(configfile), *map(str, words)])
+def snakemake_command(configfile: str | Path, target: Any, *options: Any) -> str:
+    """``snakemake <target> --configfile <file> <options>``: the target first, or --forcerun takes it."""
+    return shlex.join(["snakemake", str(target), "--configfile", str(configfile), *map(str, options)])
 
 
 def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[str]:
@@ -511,7 +511,7 @@ def mteb_submission(
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
-        raise PublishError(f"REVISION must be a commit or digest in hex, got {revision!r}")
+        raise PublishError(f"REVISION must be 7 to 64 hex digits 0-9a-f (commit, digest), got {revision!r}")
     checkpoint, folder = found.model_dir, found.mteb_dir
     if not (checkpoint.is_dir() and folder.is_dir()):
         raise PublishError(
