@@ -4,6 +4,7 @@ paper, its main number beside ours and its claims counted by verdict; the key to
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -257,11 +258,17 @@ def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkey
     assert code.lines[2:] == [select, tables]
     _, code = answer.add_seeds_blocks([], None, configfile="config/cpu.yaml")
     assert code.lines[1].startswith("run() { .venv/bin/snakemake --configfile config/cpu.yaml --config")
+    # a claim that needs more seeds than the commands add is told to stay undecided after them
+    assert "at most" not in intro.text
+    monkeypatch.setattr(answer, "undecided_cells", lambda results, grid: {("nie2023", "tiny-bert"): {"cl"}})
+    needing = [SimpleNamespace(seeds_needed=n) for n in (45, 101, 3, None)]
+    intro, _ = answer.add_seeds_blocks(needing, None)
+    capped = "; they bring a cell to 10 seeds at most, which leaves 2 of these claims undecided):"
+    assert intro.text.endswith(capped)
 
 
 def test_the_first_screens_rows_count_uneven_papers_and_all_papers_sums_them():
     """Uneven, unrun and claimless papers get their rows (or none); All papers sums them by verdict."""
-    from types import SimpleNamespace
 
     from contrastlab.report.answer import answer_rows
     from contrastlab.report.claims import NOT_REPRODUCED, NOT_RUN, PAPERS, REPRODUCED, UNDECIDED

@@ -19,6 +19,7 @@ from contrastlab.config import Grid
 from contrastlab.config.command_line import CONFIGFILES_VARIABLE
 from contrastlab.papers import TableSpec, paper_for
 from contrastlab.report.claims import (
+    ADD_SEEDS_MAX,
     MAX_SEEDS,
     NOT_REPRODUCED,
     NOT_RUN,
@@ -29,6 +30,7 @@ from contrastlab.report.claims import (
     add_seeds_parts,
     load_claims,
     seed_plan,
+    undecided_cells,
 )
 from contrastlab.tables.assemble import BACKBONE_LABELS, STATUS_NOT_CONFIGURED, Table
 from contrastlab.tables.render import STAND_IN_MARK, diff_text, ours_text, published_text
@@ -256,6 +258,9 @@ def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list
     configfile = configfile or os.environ.get(CONFIGFILES_VARIABLE)
     run = "`run` is the Snakemake command they share, and each line after it picks its cells"
     rest = "; the last line renders the tables and this report again"
+    beyond = sum((r.seeds_needed or 0) > ADD_SEEDS_MAX for r in results if undecided_cells([r], grid))
+    if beyond:  # the claims above that need more seeds than these commands add
+        rest += f"; they bring a cell to {ADD_SEEDS_MAX} seeds at most, which leaves {beyond} of these claims undecided"
     intro = (
         f"More seeds for the cells of the undecided claims only, on this run's preset: {run} "
         f"(`make add-seeds CONFIG={configfile}` prints the commands written out{rest}):"

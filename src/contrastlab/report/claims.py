@@ -364,9 +364,11 @@ def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, s
 
 #: Seeds per cell the add-seeds command aims at when a claim's noise cannot be measured yet (one seed).
 MIN_SEEDS = 3
+#: The most seeds per cell the add-seeds command brings a cell to (``make add-seeds``' default).
+ADD_SEEDS_MAX = 10
 
 
-def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> list[dict[str, Any]]:
+def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = ADD_SEEDS_MAX) -> list[dict[str, Any]]:
     """What the add-seeds command runs: the methods of each (experiment, backbone) of :func:`undecided_cells`
     brought to the seeds their claims need (:data:`MIN_SEEDS` to ``max_seeds``), each a :func:`seed_step`."""
     need: dict[tuple[str, str], int] = {}
