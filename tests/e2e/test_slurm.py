@@ -373,6 +373,58 @@ def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job
     )
 
 
+@pytest.mark.slow
+@pytest.mark.fault(
+    "Snakemake SIGKILLed while its SLURM training job runs; the same command again, then after scancel",
+    "refused in one line naming the SLURM job and the fix, no second sbatch; after scancel it recovers",
+)
+def test_a_rerun_after_the_workflow_was_killed_waits_for_its_slurm_job(
+    repo_root, cluster, e2e_resources, tmp_path, observed
+):
+    config = slurm_demo(repo_root, tmp_path, e2e_resources)
+    config["training"].update(max_steps=5000)  # still training when the rerun asks
+    configfile = write(config, tmp_path / "c.yaml")
+    results, out_path = tmp_path / "results", tmp_path / "snakemake.out"
+    target = ("--", f"{results}/checkpoints/{CELL_PATH}/model")
+    with open(out_path, "w") as out:
+        workflow = subprocess.Popen(
+            slurm_command(repo_root, cluster, "slurm", configfile, *target),
+            cwd=repo_root,
+            env=slurm_env(cluster),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    job = None
+    try:
+        deadline = time.monotonic() + 300
+        while not (results / "state" / "train" / CELL_PATH / "state.pt").exists():
+            assert workflow.poll() is None and time.monotonic() < deadline, out_path.read_text()[-4000:]
+            time.sleep(0.1)
+        workflow.kill()  # SIGKILL: its SLURM job trains on
+        workflow.wait()
+        (job,) = submissions(out_path.read_text())
+        output = run_through_slurm(repo_root, cluster, "slurm", configfile, *target, check=False)
+        said = [line for line in output.splitlines() if line.startswith("contrastlab:")]
+        observed(str(said))
+        assert said == [
+            f"contrastlab: 1 SLURM job(s) of a killed run on {results} still queued or running ({job}: rule "
+            f"train {CELL_PATH}); wait for it to end (squeue -j {job}) or cancel it (scancel {job}), then "
+            "run this command again"
+        ], output[-3000:]
+        assert not SUBMITTED.search(output)
+    finally:
+        if workflow.poll() is None:
+            workflow.kill()
+        if job:
+            cluster.run("scancel", job)
+    while cluster.run("squeue", "-h", "-j", job).stdout.strip():
+        time.sleep(0.5)
+    output = run_through_slurm(repo_root, cluster, "slurm", configfile, "-n", *target)
+    assert f"contrastlab: a run on {results} (pid {workflow.pid}) was killed; removed" in output, output[
+        -3000:
+    ]
+
+
 # --- two training cells that share a GPU: one allocation, an MPS daemon ------------------------------------
 
 

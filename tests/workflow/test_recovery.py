@@ -229,3 +229,52 @@ def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
         "1.output.lock": "results/a\n",
         "3.input.lock": "results/c\n",
     }
+
+
+def _squeue(tmp_path: Path, monkeypatch, script: str) -> None:
+    """A stand-in ``squeue`` first on PATH, running ``script`` (sh)."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "squeue").write_text(f"#!/bin/sh\n{script}\n")
+    (tmp_path / "bin" / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.fault(
+    "a SLURM run's Snakemake is SIGKILLed while its training job runs; the same command again",
+    "refused in one line naming the running job and the fix, record and locks kept; recovered once it ended",
+)
+def test_a_rerun_waits_for_the_slurm_jobs_of_a_killed_run(tmp_path, monkeypatch, observed):
+    results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
+    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    record = {**this_machine(), "pid": _ended_pid(), "start_time": "7", "locks": [recovery._digest(held)]}
+    path = _record(results, recovery._record_path(results, recovery._run_id(record)).stem, **record)
+    label = "rule train nie2023/tiny-bert/cl/seed42"
+    monkeypatch.setenv(RUN_VARIABLE, recovery._run_id(record))
+    monkeypatch.setenv("SLURM_JOB_ID", "12345")
+    with recovery.slurm_job_noted(results, label):  # noted while it runs, not once it ended
+        assert json.loads((path.with_suffix(".slurm") / "12345.json").read_text()) == {"job": label}
+    assert not list(path.with_suffix(".slurm").iterdir())
+    killed = recovery.slurm_job_noted(results, label)  # killed with its controller: never left
+    killed.__enter__()
+
+    _squeue(tmp_path, monkeypatch, 'echo "$@" > "$(dirname "$0")/asked"; echo 12345')
+    with pytest.raises(SystemExit) as refused:
+        recover_killed_run(str(results), tmp_path)
+    assert str(refused.value) == (
+        f"contrastlab: 1 SLURM job(s) of a killed run on {results} still queued or running (12345: {label}); "
+        "wait for it to end (squeue -j 12345) or cancel it (scancel 12345), then run this command again"
+    )
+    assert (tmp_path / "bin" / "asked").read_text().split() == ["-h", "-o", "%i", "-j", "12345"]
+    assert held.is_file() and path.is_file()  # asked again next time
+    observed(str(refused.value))
+    _squeue(
+        tmp_path, monkeypatch, "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1"
+    )
+    with pytest.raises(SystemExit, match=r"squeue cannot say whether they still run \(slurm_load_jobs error"):
+        recover_killed_run(str(results), tmp_path)
+
+    _squeue(tmp_path, monkeypatch, "exit 0")  # it ended: recovered as before
+    (note,) = recover_killed_run(str(results), tmp_path)
+    assert "was killed; removed its 1 stale lock file(s)" in note and not path.with_suffix(".slurm").exists()
+    with pytest.raises(SystemExit, match="was killed and a later run took over"):  # was queued, starts now
+        recovery.slurm_job_noted(results, label).__enter__()

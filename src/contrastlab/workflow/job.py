@@ -24,7 +24,7 @@ from contrastlab.workflow.failures import NOT_RETRIED, cell_label, disk_full, fa
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.job_start import start_line, start_record
-from contrastlab.workflow.recovery import die_with_workflow, workflow_run
+from contrastlab.workflow.recovery import die_with_workflow, slurm_job_noted, workflow_run
 
 
 def job_label(snakemake: Any) -> str:
@@ -92,13 +92,13 @@ def _job(snakemake: Any, *, training: bool) -> Iterator[str]:
     noted for its provenance; yields the device; when the job ends, the size and sha256 of its weights or
     metrics file are recorded (:func:`~contrastlab.workflow.finished.record_job`), checked before a later run
     trusts them."""
-    record = failure_record(snakemake)
-    with logged_to(
-        snakemake.log[0],
-        job_label(snakemake),
-        append=training,
-        failure_record=record,
-        run=workflow_run(snakemake),
+    record, label = failure_record(snakemake), job_label(snakemake)
+    results_dir = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
+    with (
+        slurm_job_noted(results_dir, label),  # a rerun after its run was killed waits for it
+        logged_to(
+            snakemake.log[0], label, append=training, failure_record=record, run=workflow_run(snakemake)
+        ),
     ):
         print(start_line(), file=sys.stderr)  # warm or cold, and how long the start took, into the log
         note_job_start(start_record())  # the job's phases count from the process's start

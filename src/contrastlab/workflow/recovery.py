@@ -21,11 +21,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +123,74 @@ def snakemake_lock_files(workflow: Any) -> list[str]:
     return sorted(str(p) for p in getattr(getattr(workflow, "persistence", None), "_lockfile", {}).values())
 
 
-def _record_path(results_dir: str | os.PathLike) -> Path:
-    """This process's record on ``results_dir``: named by host, pid and start time, so that no two runs
-    share one."""
-    name = f"{socket.gethostname()}.{os.getpid()}.{_start_time(os.getpid())}"
-    return runs_folder(results_dir) / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".json")
+def _run_id(record: Mapping[str, Any]) -> str:
+    """``<host>:<pid>:<start time>`` of the run of ``record``: its jobs' :func:`workflow_run`."""
+    return f"{record.get('host')}:{record.get('pid')}:{record.get('start_time')}"
+
+
+def _record_path(results_dir: str | os.PathLike, run: str | None = None) -> Path:
+    """The record on ``results_dir`` of ``run`` (:func:`_run_id`; this process by default): named by
+    host, pid and start time, so that no two runs share one."""
+    run = run or _run_id(_this_run(""))
+    return runs_folder(results_dir) / (re.sub(r"[^A-Za-z0-9._-]", "_", run.replace(":", ".")) + ".json")
+
+
+@contextlib.contextmanager
+def slurm_job_noted(results_dir: str | os.PathLike, label: str) -> Iterator[None]:
+    """Under SLURM, in a recorded run (:func:`workflow_run`): note this job's id beside its run's record
+    (``<record>.slurm/<id>.json``) while it runs, for :func:`_slurm_refusal`. A job that SLURM starts after
+    a rerun took its killed run over (the record gone) stops in one line."""
+    job, run = os.environ.get("SLURM_JOB_ID"), workflow_run()
+    if not (job and run):
+        yield
+        return
+    record = _record_path(results_dir, run)
+    note = record.with_suffix(".slurm") / f"{job}.json"
+    with contextlib.suppress(OSError):  # not noted: a rerun cannot see this job
+        write_json(note, {"job": label})
+    try:
+        if not record.is_file():
+            raise SystemExit(
+                f"contrastlab: {label}: the run that submitted SLURM job {job} ({run}) was killed and a "
+                f"later run took over {results_dir}; this job stops so as not to train beside it"
+            )
+        yield
+    finally:
+        note.unlink(missing_ok=True)
+
+
+def _slurm_refusal(results_dir: str | os.PathLike, record_path: Path) -> str | None:
+    """The line refusing a rerun while ``squeue`` lists a job the killed run of ``record_path`` noted
+    (:func:`slurm_job_noted`), or cannot answer; ``None`` when none is listed."""
+    notes = record_path.with_suffix(".slurm")
+    jobs = {p.stem: read_json(p).get("job", "?") for p in sorted(notes.glob("*.json"))}
+    if not jobs:
+        return None
+    ids = ",".join(jobs)
+    try:
+        asked = subprocess.run(
+            ["squeue", "-h", "-o", "%i", "-j", ids], capture_output=True, text=True, timeout=60
+        )
+        # squeue fails on ids it no longer knows (ended long ago): none of them runs
+        failed = asked.returncode != 0 and "invalid job id" not in asked.stderr.lower()
+        why = (asked.stderr.strip().splitlines() or [f"exit status {asked.returncode}"])[-1] if failed else ""
+    except (OSError, subprocess.TimeoutExpired) as error:
+        why = str(error)
+    if why:
+        return (
+            f"contrastlab: a killed run on {results_dir} left SLURM job(s) {ids}, and squeue cannot say "
+            f"whether they still run ({why}); once they have ended (squeue -j {ids}, or "
+            f"scancel {ids.replace(',', ' ')}), delete {notes} and run this command again"
+        )
+    alive = [j for j in jobs if j in asked.stdout.split()]
+    if not alive:
+        return None
+    named, it = ", ".join(f"{j}: {jobs[j]}" for j in alive), "them" if len(alive) > 1 else "it"
+    return (
+        f"contrastlab: {len(alive)} SLURM job(s) of a killed run on {results_dir} still queued or running "
+        f"({named}); wait for {it} to end (squeue -j {','.join(alive)}) or cancel {it} (scancel "
+        f"{' '.join(alive)}), then run this command again"
+    )
 
 
 def _checkout_list(workdir: str | os.PathLike) -> Path:
@@ -149,7 +214,7 @@ def record_running_workflow(
     locks = [d for d in (_digest(Path(p)) for p in lock_files) if d]
     write_json(record, {**run, "locks": locks})
     write_json(_checkout_list(workdir) / record.name, {"record": os.path.abspath(record)})
-    os.environ[RUN_VARIABLE] = f"{run['host']}:{run['pid']}:{run['start_time']}"
+    os.environ[RUN_VARIABLE] = _run_id(run)
     return record
 
 
@@ -241,8 +306,11 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
         if gone is None:
             notes.append(_unknown_owner_line(results_dir, path, record, machine["host"]))
         elif gone:
+            if refusal := _slurm_refusal(results_dir, path):
+                raise SystemExit(refusal)  # its record and locks stay: the next run asks again
             removed = _remove_locks(lock_dir, record.get("locks", []))
             path.unlink(missing_ok=True)
+            shutil.rmtree(path.with_suffix(".slurm"), ignore_errors=True)
             (_checkout_list(workdir) / path.name).unlink(missing_ok=True)
             how = "ended when this host restarted (its record is of another boot)"
             notes.append(
@@ -461,6 +529,7 @@ def forget_running_workflow(
             Path(path).unlink(missing_ok=True)
     record = _record_path(results_dir)
     record.unlink(missing_ok=True)
+    shutil.rmtree(record.with_suffix(".slurm"), ignore_errors=True)  # notes of its jobs SLURM killed
     (_checkout_list(workdir) / record.name).unlink(missing_ok=True)
     claims = {digest: path for path, r in _checkout_records(workdir).items() for digest in r.get("locks", [])}
     lock_dir = Path(workdir, ".snakemake", "locks")
