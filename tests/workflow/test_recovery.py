@@ -278,3 +278,15 @@ def test_a_rerun_waits_for_the_slurm_jobs_of_a_killed_run(tmp_path, monkeypatch,
     assert "was killed; removed its 1 stale lock file(s)" in note and not path.with_suffix(".slurm").exists()
     with pytest.raises(SystemExit, match="was killed and a later run took over"):  # was queued, starts now
         recovery.slurm_job_noted(results, label).__enter__()
+
+
+def test_a_local_job_in_its_runs_own_allocation_is_not_noted(tmp_path, monkeypatch):
+    """Snakemake inside ``sbatch`` or ``salloc``: its local jobs share its SLURM id and die with it, so a
+    rerun in that allocation is not told to wait for (or ``scancel``) the allocation it runs in."""
+    monkeypatch.setenv("SLURM_JOB_ID", "12345")
+    monkeypatch.setenv(RUN_VARIABLE, "")  # restored after the run below sets it
+    path = record_running_workflow(tmp_path, [], tmp_path)
+    assert json.loads(path.read_text())["slurm_job"] == "12345"
+    with recovery.slurm_job_noted(tmp_path, "rule train nie2023/tiny-bert/cl/seed42"):
+        assert not path.with_suffix(".slurm").exists()
+    forget_running_workflow(tmp_path, [], tmp_path)

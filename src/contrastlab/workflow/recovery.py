@@ -139,12 +139,13 @@ def _record_path(results_dir: str | os.PathLike, run: str | None = None) -> Path
 def slurm_job_noted(results_dir: str | os.PathLike, label: str) -> Iterator[None]:
     """Under SLURM, in a recorded run (:func:`workflow_run`): note this job's id beside its run's record
     (``<record>.slurm/<id>.json``) while it runs, for :func:`_slurm_refusal`. A job that SLURM starts after
-    a rerun took its killed run over (the record gone) stops in one line."""
+    a rerun took its killed run over (the record gone) stops in one line. A local job in the allocation
+    its run itself runs in (Snakemake inside ``sbatch`` or ``salloc``) dies with its run: not noted."""
     job, run = os.environ.get("SLURM_JOB_ID"), workflow_run()
-    if not (job and run):
+    record = _record_path(results_dir, run) if job and run else None
+    if record is None or read_json(record).get("slurm_job") == job:
         yield
         return
-    record = _record_path(results_dir, run)
     note = record.with_suffix(".slurm") / f"{job}.json"
     with contextlib.suppress(OSError):  # not noted: a rerun cannot see this job
         write_json(note, {"job": label})
@@ -228,6 +229,7 @@ def _this_run(results_dir: str) -> dict[str, Any]:
         "start_time": _start_time(pid),
         "command": sys.argv,
         "results_dir": results_dir,
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),  # the allocation it runs in, if any
     }
 
 
