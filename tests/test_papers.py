@@ -349,7 +349,10 @@ print(json.dumps({
 def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
     """docs/adding-a-paper.md's paper, followed word for word, reaches the tables, report, card and CFF."""
     env = _fifth_paper(tmp_path)
-    seen = json.loads(_python(_FIFTH_PAPER_CHECK, tmp_path, env))
+    # and, in the same process, this module's tests of the records hold in the copy, with the fifth paper
+    run = f"\nimport runpy\ntests = runpy.run_path({__file__!r})\n"
+    run += "\n".join(f"tests[{test!r}]()" for test in _RECORD_TESTS)
+    seen = json.loads(_python(_FIFTH_PAPER_CHECK + run, tmp_path, env))
     assert seen["title"] == "Smith & Lee 2025, Table 1: STS.Avg"
     assert seen["source"] == "Smith, Lee (2025). A Margin for Sentence Embeddings."
     assert seen["papers"] == ["nie2023", "li2024", "macl", "oar", "smith2025"]
@@ -374,11 +377,16 @@ def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
         "journal": "Journal of Made-up Results",
         "year": 2025,
     }
-    _python(
-        f"import runpy; runpy.run_path({__file__!r})['test_the_bibtex_agrees_with_citation_cff']()",
-        tmp_path,
-        env,
-    )
+
+
+#: This module's tests of the records that run again in the copy with the doc's paper.
+_RECORD_TESTS = (
+    "test_the_bibtex_agrees_with_citation_cff",
+    "test_the_records_carry_the_links_their_papers_own_text_names",
+    "test_one_block_holds_each_paper_once_and_experiments_name_their_paper",
+    "test_the_records_give_the_tables_claims_and_schedules",
+    "test_a_record_heads_its_report_section_with_its_name_and_title_unless_it_writes_one",
+)
 
 
 #: What the copy reports of the doc's figure: the catalogue's entry for a config with the paper, its
