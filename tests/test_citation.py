@@ -68,7 +68,7 @@ def test_the_references_are_current_as_the_command_writes_them(tmp_path):
     text = (REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8")
     head = text[: text.index("\nreferences:\n") + 1]
     assert text == head + papers.cff_references(), "CITATION.cff is stale: python -m contrastlab.papers --cff"
-    assert papers.cff_references().count("\n  - type: ") == len(papers.PAPERS) == 4
+    assert papers.cff_references().count("\n  - type: ") == len(papers.PAPERS) >= 4  # 4: the tree's papers
     stale = tmp_path / "CITATION.cff"
     removed = "references:\n  - type: article\n    title: A paper since removed\n"
     stale.write_text(head + removed, encoding="utf-8")

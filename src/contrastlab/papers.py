@@ -50,6 +50,8 @@ __all__ = [
 # package contrastlab.papers): each is the paper's claims file, and the record is its head, so that a paper
 # is one file.
 PAPERS_DIR = Path(__file__).resolve().parent / "report" / "claims"
+#: Each table's published numbers and sidecar, ``<name>.csv`` and ``<name>.yaml`` (contrastlab.tables).
+PUBLISHED_DIR = PAPERS_DIR.parents[1] / "tables" / "published"
 
 #: A new-style arXiv identifier (without its version: the Hub's ``arxiv:`` tag links the abstract page).
 _ARXIV_ID = r"\d{4}\.\d{4,5}"

@@ -63,3 +63,23 @@ def test_mteb_selection_is_kept_as_given_and_absent_by_default(repo_root):
     assert (chosen["benchmark"], "tasks" in chosen) == ("MTEB(eng, v2)", False)
     tasks = cl_config.load(demo, {"mteb": {"data": "hub", "tasks": ["SciFact", "BIOSSES"]}})["mteb"]["tasks"]
     assert tasks == ["SciFact", "BIOSSES"]
+
+
+def test_a_configured_papers_table_without_its_published_numbers_is_a_config_error(
+    repo_root, tmp_path, monkeypatch
+):
+    """A configured experiment's table without its CSV (or sidecar) stops the config's load in one line
+    naming the file and the page's step (not the tables job at the end, nor a traceback from make plan)."""
+    from contrastlab.config import checks
+    from contrastlab.papers import PUBLISHED_DIR
+
+    for path in PUBLISHED_DIR.iterdir():
+        if path.name != "oar_table3.csv":
+            (tmp_path / path.name).write_bytes(path.read_bytes())
+    monkeypatch.setattr(checks, "PUBLISHED_DIR", tmp_path)
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.load(repo_root / "config" / "demo.yaml")
+    assert str(caught.value) == (
+        "config key experiments.oar_cifar10: its paper's table oar_table3 needs "
+        f"{tmp_path / 'oar_table3.csv'}: write it (docs/adding-a-paper.md, step 2)"
+    )

@@ -6,11 +6,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from test_papers import FOUR_PAPERS
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
+from contrastlab.papers import PAPERS, paper_of
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
 
@@ -26,7 +28,12 @@ CHOICES = ("config", "fp32", "tf32", "bf16")
 
 
 def config_yaml() -> dict:
-    return cl_config.load(REPO_ROOT / "config.yaml")
+    """config.yaml's four papers (a paper added since, docs/adding-a-paper.md, left out: the numbers here
+    and in docs/cost.md are theirs)."""
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    added = {p.prefix for p in PAPERS} - set(FOUR_PAPERS)
+    config["experiments"] = {e: x for e, x in config["experiments"].items() if paper_of(e) not in added}
+    return config
 
 
 def config_grid(**resources) -> cl_config.Grid:

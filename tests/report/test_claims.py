@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 from scipy import stats
+from test_papers import FOUR_PAPERS
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
@@ -60,8 +61,10 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
     ids = [c["id"] for c in all_claims()]
     assert len(ids) == len(set(ids))
     for paper in PAPERS:
-        # Li's: 15 on its tables and training logs, and 4 on its simulated figures (issue 86)
-        assert 5 <= len(load_claims(paper)["claims"]) <= 19, paper
+        # Li's: 15 on its tables and training logs, and 4 on its simulated figures (issue 86); a paper
+        # added as docs/adding-a-paper.md says states one or more (the page's example: 1)
+        count = len(load_claims(paper)["claims"])
+        assert 5 <= count <= 19 if paper in FOUR_PAPERS else count >= 1, paper
     for claim in all_claims():
         if claim.get("relation") == "figure_values":  # read off a figure's CSV: a figure of the config
             assert claim["experiment"] in FULL["experiments"] or FULL.get(claim["experiment"]) is not None

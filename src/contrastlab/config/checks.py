@@ -15,6 +15,7 @@ from contrastlab.config.schema import ConfigError, load_schema
 from contrastlab.config.searches import search_spec
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss
+from contrastlab.papers import PAPERS, PUBLISHED_DIR
 from contrastlab.paths import REPO_ROOT
 
 
@@ -183,6 +184,13 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
 
 def check_references(config: Mapping[str, Any]) -> None:
     backbones = config["backbones"]
+    for table in (t for paper in PAPERS for t in paper.tables if t.experiment in config["experiments"]):
+        for suffix, step in (("csv", 2), ("yaml", 3)):
+            if not (path := PUBLISHED_DIR / f"{table.name}.{suffix}").is_file():
+                raise ConfigError(
+                    f"config key experiments.{table.experiment}: its paper's table {table.name} needs "
+                    f"{path}: write it (docs/adding-a-paper.md, step {step})"
+                )
     schema_defs = load_schema()["$defs"]
     for name, experiment in config["experiments"].items():
         vision = experiment.get("track") == "vision"

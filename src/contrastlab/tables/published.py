@@ -17,13 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrastlab.papers import PAPERS, TableSpec, paper_for, reference
+from contrastlab.papers import PAPERS, PUBLISHED_DIR, TableSpec, paper_for, reference
 from contrastlab.paths import read_yaml
 
 if TYPE_CHECKING:
     import pandas as pd
-
-PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 
 #: Registry of every table the pipeline can regenerate, in report order: each paper's tables
 #: (:data:`contrastlab.papers.PAPERS`), the papers in theirs.
