@@ -260,7 +260,8 @@ def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list
     rest = "; the last line renders the tables and this report again"
     beyond = sum((r.seeds_needed or 0) > ADD_SEEDS_MAX for r in results if undecided_cells([r], grid))
     if beyond:  # the claims above that need more seeds than these commands add
-        rest += f"; they bring a cell to {ADD_SEEDS_MAX} seeds at most, which leaves {beyond} of these claims undecided"
+        rest += f"; they bring a cell to {ADD_SEEDS_MAX} seeds at most, which leaves {beyond} "
+        rest += "of these claims undecided"
     intro = (
         f"More seeds for the cells of the undecided claims only, on this run's preset: {run} "
         f"(`make add-seeds CONFIG={configfile}` prints the commands written out{rest}):"
