@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 from contrastlab.config.schema import ConfigError, deep_merge
+from contrastlab.papers import PAPERS
 
 TEMPLATE_KEYS = ("protocols", "methods", "baselines")
 
@@ -83,13 +84,14 @@ def expand_templates(config: dict) -> dict:
                 methods[method] = deep_merge(spec, own)
         templates[name] = lists
         del experiments[name]
+    # a typo would drop its overrides silently; a paper's experiment that this config leaves out is no typo
+    known = dict.fromkeys([*experiments, *(t.experiment for paper in PAPERS for t in paper.tables)])
     for method, spec in shared.items():
-        uses = dict.fromkeys(p for t in templates.values() if method in t["methods"] for p in t["protocols"])
-        unknown = sorted(set(spec.get("per_protocol") or {}) - set(uses))
+        unknown = sorted(set(spec.get("per_protocol") or {}) - set(known))
         if unknown:
             raise ConfigError(
-                f"config key methods.{method}.per_protocol.{unknown[0]}: not a protocol of a template "
-                f"that uses {method!r} ({', '.join(uses)}); fix the name"
+                f"config key methods.{method}.per_protocol.{unknown[0]}: unknown experiment; choose from "
+                f"{', '.join(known)}"
             )
     select = config.get("select") or {}
     chosen = [e for e in select.get("experiments") or [] if e in templates]
