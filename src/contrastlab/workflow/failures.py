@@ -31,6 +31,11 @@ def snakemake_dict(job: Any, name: str) -> dict[str, Any]:
     return dict(found.items()) if hasattr(found, "items") else {}
 
 
+def job_results_dir(job: Any) -> str:
+    """The ``results_dir`` of ``job``'s config (``results`` where it names none)."""
+    return (getattr(job, "config", None) or {}).get("results_dir", "results")
+
+
 def cell_label(wildcards: dict[str, Any]) -> str:
     """A job's cell (``<experiment>/<backbone>/<method>/seed<seed>``), else its wildcards' values by ``/``."""
     if set(CELL_FIELDS) <= set(wildcards):

@@ -25,7 +25,7 @@ from typing import Any
 
 from contrastlab.artifacts import recorded_sha256, sha256_file
 from contrastlab.paths import read_json, write_json
-from contrastlab.workflow.failures import snakemake_dict
+from contrastlab.workflow.failures import job_results_dir, snakemake_dict
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
 RECORDED_OUTPUTS = ("model", "encoder", "metrics")
@@ -83,8 +83,7 @@ def record_job(snakemake: Any) -> list[Path]:
     outputs = [str(named[name]) for name in RECORDED_OUTPUTS if name in named]
     if not outputs:
         return []
-    results_dir = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
-    return record_finished(results_dir, outputs)
+    return record_finished(job_results_dir(snakemake), outputs)
 
 
 def _mismatch(path: Path, want: dict[str, Any]) -> tuple[str | None, bool]:

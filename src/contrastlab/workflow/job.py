@@ -20,7 +20,14 @@ from contrastlab.paths import CELL_FIELDS, Resources, Results, read_json, write_
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
 from contrastlab.training.phases import close_summary, note_job_start
-from contrastlab.workflow.failures import NOT_RETRIED, cell_label, disk_full, failure_line, snakemake_dict
+from contrastlab.workflow.failures import (
+    NOT_RETRIED,
+    cell_label,
+    disk_full,
+    failure_line,
+    job_results_dir,
+    snakemake_dict,
+)
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.job_start import start_line, start_record
@@ -44,7 +51,7 @@ def failure_record(snakemake: Any) -> Path | None:
     wildcards = snakemake_dict(snakemake, "wildcards")
     if not set(CELL_FIELDS) <= set(wildcards):
         return None
-    results = Results((getattr(snakemake, "config", None) or {}).get("results_dir", "results"))
+    results = Results(job_results_dir(snakemake))
     return Path(results.metrics(wildcards), FAILURE_RECORD)
 
 
@@ -93,9 +100,8 @@ def _job(snakemake: Any, *, training: bool) -> Iterator[str]:
     metrics file are recorded (:func:`~contrastlab.workflow.finished.record_job`), checked before a later run
     trusts them."""
     record, label = failure_record(snakemake), job_label(snakemake)
-    results_dir = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
     with (
-        slurm_job_noted(results_dir, label),  # a rerun after its run was killed waits for it
+        slurm_job_noted(job_results_dir(snakemake), label),  # a rerun after its run was killed waits for it
         logged_to(
             snakemake.log[0], label, append=training, failure_record=record, run=workflow_run(snakemake)
         ),

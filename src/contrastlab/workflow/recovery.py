@@ -211,7 +211,7 @@ def record_running_workflow(
     workflow starts executing, after it took its locks; also names the invocation for its jobs
     (:data:`RUN_VARIABLE`). Returns the record's path."""
     run = _this_run(os.path.abspath(results_dir))
-    record = _record_path(results_dir)
+    record = _record_path(results_dir, _run_id(run))
     locks = [d for d in (_digest(Path(p)) for p in lock_files) if d]
     write_json(record, {**run, "locks": locks})
     write_json(_checkout_list(workdir) / record.name, {"record": os.path.abspath(record)})
