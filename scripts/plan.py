@@ -9,26 +9,27 @@ decide at the configured seeds, and the GPU-hours of the seeds that would decide
 import argparse
 import sys
 
-from contrastlab import config as cl_config
-from contrastlab.cost import calibration as cl_calibration
-from contrastlab.cost import flops as cl_flops
-from contrastlab.cost import plan
-from contrastlab.precision import RESOLVED
-from contrastlab.report import power
+try:  # a paper record in the wrong shape stops the import with a ValueError (contrastlab.papers)
+    from contrastlab import config as cl_config
+    from contrastlab.cost import calibration as cl_calibration
+    from contrastlab.cost import flops as cl_flops
+    from contrastlab.cost import plan
+    from contrastlab.report import power
+except ValueError as error:
+    sys.exit(f"contrastlab: plan: {error}")
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--configfile", default="config.yaml", help="the config to plan (default config.yaml)")
 parser.add_argument(
     "--precision",
     default=cl_flops.AS_CONFIGURED,
-    choices=[cl_flops.AS_CONFIGURED, *RESOLVED],
-    help="the choice whose memory and per-cell times are shown (config: each cell's own); fp32, tf32 "
-    "and bf16 are always shown side by side",
+    help="the choice whose memory and per-cell times are shown (config: each cell's own; fp32, tf32, bf16, "
+    "fp16); fp32, tf32 and bf16 are always shown side by side",
 )
 calibration_help = f"calibration JSON (default {cl_calibration.measured_calibration()} if present)"
 parser.add_argument("--calibration", default=None, help=calibration_help)
-default_card = cl_calibration.DEFAULT_GPU_MODEL
-gpu_help = f"the card (H200, H100, A100, ...; default: resources.gpu_model, else the {default_card})"
+cards = ", ".join(cl_calibration.GPU_PEAKS)
+gpu_help = f"the card ({cards}; default: resources.gpu_model, else the {cl_calibration.DEFAULT_GPU_MODEL})"
 parser.add_argument("--gpu-model", default=None, help=gpu_help)
 parser.add_argument("--out", default=None, help="folder of plan.md, plan.csv (default <results_dir>/plan)")
 gpus_help = "also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)"
@@ -38,21 +39,21 @@ parser.add_argument("--cpus-per-gpu", type=int, default=plan.DEFAULT_CPUS_PER_GP
 parser.add_argument("--no-claims", action="store_true", help="leave out the claims' power section")
 args = parser.parse_args()
 if args.gpus is not None and args.gpus < 1:
-    sys.exit(f"contrastlab: plan: --gpus must be >= 1, got {args.gpus}")
-gpus = (*plan.DEFAULT_GPU_COUNTS, *([args.gpus] if args.gpus else []))
+    sys.exit(f"contrastlab: plan: GPUS={args.gpus} (--gpus) must be 1 or more")
+if args.gpu_model and cl_calibration.model_of(args.gpu_model) is None:
+    sys.exit(f"contrastlab: plan: GPU_MODEL={args.gpu_model} (--gpu-model): unknown card; use one of {cards}")
 try:
-    config = cl_config.load(args.configfile)
     written = plan.plan_report(
-        config,
+        cl_config.load(args.configfile),
         args.precision,
         args.calibration,
         args.out,
         title=args.configfile,
-        gpus=gpus,
+        gpus=(*plan.DEFAULT_GPU_COUNTS, *([args.gpus] if args.gpus else [])),
         cpus_per_gpu=args.cpus_per_gpu,
         sections=() if args.no_claims else (power.power_blocks,),
         gpu_model=args.gpu_model,
     )
-except (cl_config.ConfigError, ValueError) as error:
+except ValueError as error:  # a ConfigError too
     sys.exit(f"contrastlab: plan: {error}")
 print(f"\nwrote {', '.join(map(str, written))}")

@@ -125,6 +125,23 @@ def test_a_make_target_given_a_missing_config_file_says_so_in_one_line(tmp_path,
     assert "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (
+            "GPU_MODEL=Bogus",
+            "GPU_MODEL=Bogus (--gpu-model): unknown card; use one of H100 PCIe, H100 NVL, H100,",
+        ),
+        ("GPUS=0", "GPUS=0 (--gpus) must be 1 or more\n"),
+        ("PRECISION=fp64", "precision choice must be config or one of fp32, tf32, bf16, fp16, got 'fp64'\n"),
+    ],
+)
+def test_make_plan_names_the_value_as_the_user_typed_it(value, said):
+    """In one line, naming the value (not the config key it stands for, ``resources.gpu_model``)."""
+    done = _make("plan", "CONFIG=config/demo.yaml", value)
+    assert done.returncode != 0 and done.stderr.startswith(f"contrastlab: plan: {said}"), done.stderr
+
+
 PROFILE_LINE = "Using workflow specific profile {} for setting default command line arguments."
 FIX = "pass --configfile <an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)"
 
