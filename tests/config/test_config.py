@@ -107,6 +107,28 @@ def test_bad_config_gives_one_line_naming_the_key(repo_root, override, expected)
     assert message.startswith(expected), message
 
 
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"seeds": "42"}, "seeds: '42' is not of type 'array'; write seeds as a list: [a, b]"),
+        (
+            {"training": {"max_steps": "ten"}},
+            "training.max_steps: 'ten' is not of type 'integer', 'null'; write training.max_steps as a "
+            "whole number or null",
+        ),
+        (
+            {"experiments": ["nie2023"]},
+            "experiments: ['nie2023'] is not of type 'object'; write experiments as a mapping: {key: value}",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_told_the_form_the_key_takes(repo_root, override, expected):
+    """The fix in the same line: how a config writes the type the key takes (jsonschema's names it)."""
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.load(repo_root / "config" / "demo.yaml", override)
+    assert str(caught.value) == f"config key {expected}"
+
+
 def test_a_loss_file_named_without_its_callable_is_told_the_form(repo_root):
     override = {"experiments": {"nie2023": {"methods": {"mine": {"loss": "examples/margin_infonce.py"}}}}}
     with pytest.raises(cl_config.ConfigError) as caught:

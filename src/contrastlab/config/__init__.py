@@ -82,6 +82,11 @@ __all__ = [
 ]
 
 
+#: How a config writes a value of each schema type: the fix a value of the wrong type is told.
+_FORMS = {"array": "a list: [a, b]", "object": "a mapping: {key: value}", "integer": "a whole number"}
+_FORMS |= {"number": "a number", "string": 'text: "..."', "boolean": "true or false", "null": "null"}
+
+
 def validate(config: Mapping[str, Any]) -> dict:
     """Validate ``config`` against the schema and the cross-references; return it with defaults filled.
 
@@ -107,6 +112,10 @@ def validate(config: Mapping[str, Any]) -> dict:
         elif error.validator == "uniqueItems":  # jsonschema's own "has non-unique elements" names no value
             repeated = next(v for i, v in enumerate(error.instance) if v in error.instance[:i])
             message = f"{repeated!r} is listed twice; list each value once"
+        elif error.validator == "type":  # jsonschema's names the JSON type, not how YAML writes it
+            kinds = error.validator_value
+            forms = " or ".join(_FORMS[kind] for kind in ([kinds] if isinstance(kinds, str) else kinds))
+            message += f"; write {key_path(path)} as {forms}"
         raise ConfigError(f"config key {key_path(path)}: {message}")
     config = fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.
