@@ -49,9 +49,9 @@ $(BIN)/.installed: pyproject.toml constraints.txt requirements.lock requirements
 endif
 
 ifeq ($(CUDA),)
-install: $(BIN)/.installed ## create .venv and install requirements.lock, every package hash-checked (once; again when it changes)
+install: $(BIN)/.installed ## create .venv and install requirements.lock, every package hash-checked (once; again when it changes); CUDA=12.6 (or cpu): (re)install with that torch build, not hash-checked
 else
-install:                 ## with CUDA=12.6 (or cpu): (re)install with that torch build
+install:                 # with CUDA=12.6 (or cpu): (re)install with that torch build (help: the line above)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python scripts/install.py --cuda "$$CUDA"
 	touch $(BIN)/.installed
@@ -143,5 +143,5 @@ screenshots: install     ## docs/screenshots/*.png anew from results/demo/report
 
 help:                    ## this list: every target and what it does (the values it takes: the top of the Makefile)
 	@echo "make <target> [NAME=value ...]:"
-	@awk 'match($$0, /^[a-z][a-z-]*:.*## /) { name = substr($$0, 1, index($$0, ":") - 1); \
-	  if (!seen[name]++) printf "  %-12s %s\n", name, substr($$0, RLENGTH + 1) }' $(firstword $(MAKEFILE_LIST))
+	@awk 'match($$0, /^[a-z][a-z-]*:.*## /) { printf "  %-12s %s\n", substr($$0, 1, index($$0, ":") - 1), \
+	  substr($$0, RLENGTH + 1) }' $(firstword $(MAKEFILE_LIST))

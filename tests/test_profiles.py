@@ -110,6 +110,8 @@ def test_make_help_lists_every_target_with_its_description():
         "results/demo/report.html" in lines
     )
     assert len(lines) == 1 + len(phony)
+    install = next(line for line in lines if line.startswith("  install "))  # both of its forms, README's
+    assert "hash-checked" in install and "CUDA=12.6 (or cpu): (re)install with that torch build" in install
 
 
 def test_slurm_gres_asks_every_gpu_rule_for_a_gres():
