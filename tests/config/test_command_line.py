@@ -256,6 +256,24 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_pa
     assert "Traceback" not in output and "not valid JSON or YAML" not in output
 
 
+@pytest.mark.parametrize("command", ["snakemake", "plan"])
+def test_a_config_file_holding_no_keys_is_named_in_one_line(tmp_path, command):
+    """A YAML list at its top: Snakemake's answer named no file, and make plan's was dict()'s own error."""
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- seeds: [42]\n")
+    if command == "snakemake":
+        status, lines = _snakemake("-n", "--configfile", str(bad), "--cores", "1")
+    else:
+        done = _make(command, f"CONFIG={bad}")
+        status, lines = done.returncode, done.stderr.splitlines()[:1]
+    prefix = "contrastlab: " + ("" if command == "snakemake" else f"{command}: ")
+    assert status != 0 and lines[-1] == (
+        f"{prefix}config file {bad} holds no key: value lines at its top level; write the config's keys "
+        "there (as config.yaml does), or pass another --configfile (config.yaml, config/demo.yaml, "
+        "config/cpu.yaml)"
+    ), lines
+
+
 @pytest.mark.fault(
     "a target written after --configfile: `snakemake --configfile config/demo.yaml all` (G15)",
     "one contrastlab: line saying the word is read as a config file, and where a target goes",

@@ -141,6 +141,8 @@ def test_a_loss_file_named_without_its_callable_is_told_the_form(repo_root):
 def test_missing_config_file(tmp_path):
     with pytest.raises(cl_config.ConfigError, match="does not exist"):
         cl_config.load(tmp_path / "nope.yaml")
+    with pytest.raises(cl_config.ConfigError, match="is a folder; pass an existing YAML file"):
+        cl_config.load(tmp_path)  # was IsADirectoryError's traceback (make plan CONFIG=<a folder>)
 
 
 def test_full_grid_size(repo_root):

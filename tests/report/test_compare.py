@@ -48,6 +48,7 @@ def test_one_seed_per_cell_within_noise_and_a_mutated_loss_flagged(tmp_path):
     rng = np.random.default_rng(0)
     a = write_run(tmp_path / "a", scores([42], rng), {"nie-x": "undecided", "nie-y": "not run"})
     b = write_run(tmp_path / "b", scores([43], rng), {"nie-x": "undecided", "nie-y": "not run"})
+    assert compare_runs(a, b, tmp_path) == tmp_path / "compare.md"  # OUT=<a folder>: was IsADirectoryError
     report = compare_runs(a, b).read_text()
     assert "48 table cells: 48 within noise, 0 differs" in report and "0 of 2 claims change" in report
     assert "None: the seeds' noise explains every difference." in report
@@ -107,6 +108,8 @@ def test_the_script_takes_the_two_folders_and_names_a_missing_file(tmp_path, cap
         and err.startswith("contrastlab: ")
         and "claims.csv is missing: run the tables job" in err
     )
+    with pytest.raises(FileNotFoundError, match=r"^/no/run is not a folder: name a run's results folder"):
+        compare_runs("/no/run", b)  # a typo in A=: no tables job makes that folder
     with pytest.raises(ValueError, match=r"needs two results folders: make compare A=<results> B=<results>"):
         compare_runs("", b)  # `make compare B=<run>`: A="" would read the working directory's tables
 

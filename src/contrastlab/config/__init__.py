@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from contrastlab.config.checks import (
     check_folders,
     check_logging,
@@ -43,7 +41,7 @@ from contrastlab.config.grid import (
     settings_digest,
     sweep_points,
 )
-from contrastlab.config.invocation import yaml_error_line
+from contrastlab.config.invocation import read_config
 from contrastlab.config.schema import (
     ConfigError,
     coerce_scalars,
@@ -55,7 +53,6 @@ from contrastlab.config.schema import (
 from contrastlab.config.searches import RELATIVE_OPS
 from contrastlab.config.templates import expand_templates
 from contrastlab.papers import paper_of  # a name's paper, by the config's naming (re-exported)
-from contrastlab.paths import read_yaml
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
@@ -129,12 +126,10 @@ def validate(config: Mapping[str, Any]) -> dict:
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     """Read a YAML config, apply ``overrides`` (deep-merged), and validate it."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
-    try:
-        config = read_yaml(path) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(yaml_error_line(path, error)) from None
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise ConfigError(f"config file {path} {what}; pass an existing YAML file")
+    config = read_config(path)
     if overrides:
         config = deep_merge(config, overrides)
     return validate(config)

@@ -75,14 +75,30 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
-def yaml_problem(path: str | Path) -> str | None:
-    """The one line naming the config file ``path``'s YAML error, its line, column and the fix; None when
-    it parses (or cannot be read: its reader says why)."""
+def read_config(path: str | Path) -> dict:
+    """The config file ``path``'s keys; ConfigError (one line naming the file and the fix) for one that is
+    not YAML or UTF-8 text (:func:`yaml_error_line`) or holds no keys at its top level (Snakemake's answer
+    to that names no file)."""
     try:
-        read_yaml(path)
-    except yaml.YAMLError as error:
-        return yaml_error_line(path, error)
-    except (OSError, ValueError):
+        config = read_yaml(path)
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ConfigError(yaml_error_line(path, error)) from None
+    if not isinstance(config, dict):
+        raise ConfigError(
+            f"config file {path} holds no key: value lines at its top level; write the config's keys there "
+            f"(as config.yaml does), or pass another --configfile {PRESETS}"
+        )
+    return config
+
+
+def yaml_problem(path: str | Path) -> str | None:
+    """The one line naming the config file ``path``'s problem (:func:`read_config`); None when it reads (or
+    cannot be opened: its reader says why)."""
+    try:
+        read_config(path)
+    except ConfigError as error:
+        return str(error)
+    except OSError:
         return None
     return None
 

@@ -62,6 +62,8 @@ def write_claims(results, out_dir: Path) -> Path:
 
 def _read(results: Path, name: str) -> pd.DataFrame:
     path = results / "tables" / name
+    if not results.is_dir():  # a typo in A= or B=: no tables job makes it
+        raise FileNotFoundError(f"{results} is not a folder: name a run's results folder (e.g. results/demo)")
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} is missing: run the tables job of that run (snakemake tables --configfile <its preset>)"
@@ -158,8 +160,9 @@ def _fmt(x: float) -> str:
 
 
 def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
-    """Write the comparison of the results folders ``a`` and ``b`` as Markdown to ``out`` (default
-    ``<b>/compare.md``) and the per-cell table beside it (``.csv``); returns the Markdown's path."""
+    """Write the comparison of the results folders ``a`` and ``b`` as Markdown to ``out`` (a file, or a
+    folder for its ``compare.md``; default ``b``) and the per-cell table beside it (``.csv``); returns the
+    Markdown's path."""
     if "" in (os.fspath(a), os.fspath(b)):  # `make compare` without A= or B=: not the working directory
         raise ValueError("compare needs two results folders: make compare A=<results> B=<results>")
     a, b = Path(a), Path(b)
@@ -167,7 +170,8 @@ def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathL
         _read(a, "scores.csv"), _read(b, "scores.csv"), choices=(search_choices(a), search_choices(b))
     )
     claims = claim_table(_read(a, CLAIMS_NAME), _read(b, CLAIMS_NAME))
-    out = Path(out) if out is not None else b / "compare.md"
+    out = Path(b if out is None else out)
+    out = out / "compare.md" if out.is_dir() else out
     counts = cells["verdict"].value_counts()
     tested = cells.attrs["tested"]
     lines = [
