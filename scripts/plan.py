@@ -33,13 +33,13 @@ gpu_help = f"the card ({cards}; default: resources.gpu_model, else the {cl_calib
 parser.add_argument("--gpu-model", default=None, help=gpu_help)
 parser.add_argument("--out", default=None, help="folder of plan.md, plan.csv (default <results_dir>/plan)")
 gpus_help = "also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)"
-parser.add_argument("--gpus", type=int, default=None, help=gpus_help)
+parser.add_argument("--gpus", default=None, help=gpus_help)
 cpus_help = "CPU slots per GPU for the SentEval probe jobs in the simulation (default %(default)s)"
 parser.add_argument("--cpus-per-gpu", type=int, default=plan.DEFAULT_CPUS_PER_GPU, help=cpus_help)
 parser.add_argument("--no-claims", action="store_true", help="leave out the claims' power section")
 args = parser.parse_args()
-if args.gpus is not None and args.gpus < 1:
-    sys.exit(f"contrastlab: plan: GPUS={args.gpus} (--gpus) must be 1 or more")
+if args.gpus is not None and not (args.gpus.isdigit() and int(args.gpus) >= 1):
+    sys.exit(f"contrastlab: plan: GPUS={args.gpus} (--gpus) must be a whole number, 1 or more")
 if args.gpu_model and cl_calibration.model_of(args.gpu_model) is None:
     sys.exit(f"contrastlab: plan: GPU_MODEL={args.gpu_model} (--gpu-model): unknown card; use one of {cards}")
 try:
@@ -49,7 +49,7 @@ try:
         args.calibration,
         args.out,
         title=args.configfile,
-        gpus=(*plan.DEFAULT_GPU_COUNTS, *([args.gpus] if args.gpus else [])),
+        gpus=(*plan.DEFAULT_GPU_COUNTS, *([int(args.gpus)] if args.gpus else [])),
         cpus_per_gpu=args.cpus_per_gpu,
         sections=() if args.no_claims else (power.power_blocks,),
         gpu_model=args.gpu_model,
