@@ -118,35 +118,40 @@ def _record(path: Path) -> tuple[int, Paper]:
     """The record at the head of paper file ``path``, with its ``order``."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the Snakefile reads this
     data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
-    missing = [key for key in ("order", "name", "citation", "tables") if key not in data]
-    if missing:
-        raise ValueError(f"{path}: a paper file needs {', '.join(missing)} (docs/adding-a-paper.md)")
-    citation, name = data["citation"], data["name"]
-    if citation.get("arxiv") and not re.fullmatch(_ARXIV_ID, str(citation["arxiv"])):
-        raise ValueError(
-            f"{path}: arxiv must be a new-style arXiv id such as 2301.01234, got {citation['arxiv']!r}"
+    try:  # a key missing, misspelt or of another kind: one line naming the file, as the checks here
+        missing = [key for key in ("order", "name", "citation", "tables") if key not in data]
+        if missing:
+            raise ValueError(f"{path}: a paper file needs {', '.join(missing)} (docs/adding-a-paper.md)")
+        citation, name = data["citation"], data["name"]
+        if citation.get("arxiv") and not re.fullmatch(_ARXIV_ID, str(citation["arxiv"])):
+            raise ValueError(
+                f"{path}: arxiv must be a new-style arXiv id such as 2301.01234, got {citation['arxiv']!r}"
+            )
+        tables = []
+        for table in data["tables"]:
+            if table.get("kind") not in KINDS:
+                raise ValueError(f"{path}: table {table.get('name')!r}: kind must be one of {KINDS}")
+            tables.append(TableSpec(**{**table, "title": f"{name}, {table['title']}"}))
+        paper = Paper(
+            key=citation["key"],
+            prefix=path.stem,
+            kind=citation["kind"],
+            title=citation["title"],
+            authors=tuple((family, given) for family, given in citation["authors"]),
+            year=citation.get("year"),
+            arxiv=str(citation.get("arxiv", "")),
+            **{key: citation.get(key, "") for key in ("venue", "note", "doi", "url", "code")},
+            name=name,
+            heading=data.get("heading") or f"{name}, {citation['title']}",
+            tables=tuple(tables),
+            claims=path,
+            figures=_figures(path, data.get("figures") or {}),
+            figure_kinds=dict(data.get("figure_kinds") or {}),
         )
-    tables = []
-    for table in data["tables"]:
-        if table.get("kind") not in KINDS:
-            raise ValueError(f"{path}: table {table.get('name')!r}: kind must be one of {KINDS}")
-        tables.append(TableSpec(**{**table, "title": f"{name}, {table['title']}"}))
-    paper = Paper(
-        key=citation["key"],
-        prefix=path.stem,
-        kind=citation["kind"],
-        title=citation["title"],
-        authors=tuple((family, given) for family, given in citation["authors"]),
-        year=citation.get("year"),
-        arxiv=str(citation.get("arxiv", "")),
-        **{key: citation.get(key, "") for key in ("venue", "note", "doi", "url", "code")},
-        name=name,
-        heading=data.get("heading") or f"{name}, {citation['title']}",
-        tables=tuple(tables),
-        claims=path,
-        figures=_figures(path, data.get("figures") or {}),
-        figure_kinds=dict(data.get("figure_kinds") or {}),
-    )
+    except (AttributeError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path}: its record is not in docs/adding-a-paper.md's shape ({type(error).__name__}: {error})"
+        ) from None
     return data["order"], paper
 
 
