@@ -17,6 +17,7 @@ not looked for: reading every checkpoint at every start would cost minutes on a 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable
@@ -251,4 +252,6 @@ def forget_finished_states(
         return []
     for state in found:
         shutil.rmtree(state, ignore_errors=True)
+        with contextlib.suppress(OSError):  # and the folders it leaves empty, up to the first that is not
+            os.removedirs(state.parent)
     return found
