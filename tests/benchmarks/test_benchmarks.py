@@ -361,6 +361,26 @@ def test_gpu_step_runs_both_equivalence_checks_on_request(tmp_path, capsys):
     assert rows[1]["within"] and rows[1]["repeat"] == 2 and rows[1]["eager_vs_eager_max"] == 0.0
 
 
+@pytest.mark.fault(
+    "benchmarks/gpu_step.py on a machine without a GPU",
+    "one contrastlab: line and exit status 1 (it ran BERT-base on the CPU), unless --toy or --device cpu",
+)
+def test_gpu_step_without_a_gpu_stops_in_one_line_unless_asked_for_the_cpu(
+    tmp_path, monkeypatch, capsys, observed
+):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    args = ("--part", "none", "--out", str(tmp_path / "rows.jsonl"))  # no part: a CPU run returns at once
+    with pytest.raises(SystemExit) as stopped:
+        _run("gpu_step.py", *args)
+    line = capsys.readouterr().err
+    observed(line.strip())
+    assert stopped.value.code == 1 and line.count("\n") == 1
+    assert line.startswith("contrastlab: benchmarks/gpu_step.py needs a CUDA GPU and torch sees none (torch ")
+    assert line.endswith("run it on a GPU node, or pass --toy --device cpu for its CPU smoke test\n")
+    _run("gpu_step.py", "--toy", *args)
+    assert '"device": "' in capsys.readouterr().out  # --toy: on this CPU
+
+
 def test_padding_free_times_the_padded_and_the_packed_step_at_toy_size(capsys):
     """benchmarks/padding_free.py at a toy size: both step times and their ratio are printed."""
     toy = ("--batch", "4", "--length", "8", "--hidden", "32", "--heads", "4", "--intermediate", "64")
