@@ -111,6 +111,22 @@ def test_gpu_share_runs_k_copies_and_sums_their_rates(tmp_path):
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(rows[1]["sum"] / rows[0]["sum"])
 
 
+@pytest.mark.fault(
+    "benchmarks/gpu_share.py on a machine without a GPU",
+    "one contrastlab: line and exit status 1 (it ran k BERT-base copies on the CPU), unless --device cpu",
+)
+def test_gpu_share_without_a_gpu_stops_in_one_line(tmp_path, monkeypatch, capsys, observed):
+    bench = _load("gpu_share.py")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(bench, "pooled_rows", lambda *a, **k: pytest.fail("ran the copies on the CPU"))
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--state-dir", str(tmp_path)])
+    line = capsys.readouterr().err
+    observed(line.strip())
+    assert stopped.value.code == 1 and line.count("\n") == 1
+    assert line.startswith("contrastlab: benchmarks/gpu_share.py needs a CUDA GPU and torch sees none")
+
+
 def test_tensorboard_cost_trains_the_cell_with_events_on_and_off(tmp_path, capsys):
     out = tmp_path / "rows.json"
     options = ["--steps", "4", "--log-every", "2", "--repeats", "1"]
