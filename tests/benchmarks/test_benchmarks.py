@@ -111,22 +111,6 @@ def test_gpu_share_runs_k_copies_and_sums_their_rates(tmp_path):
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(rows[1]["sum"] / rows[0]["sum"])
 
 
-@pytest.mark.fault(
-    "benchmarks/gpu_share.py on a machine without a GPU",
-    "one contrastlab: line and exit status 1 (it ran k BERT-base copies on the CPU), unless --device cpu",
-)
-def test_gpu_share_without_a_gpu_stops_in_one_line(tmp_path, monkeypatch, capsys, observed):
-    bench = _load("gpu_share.py")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(bench, "pooled_rows", lambda *a, **k: pytest.fail("ran the copies on the CPU"))
-    with pytest.raises(SystemExit) as stopped:
-        bench.main(["--state-dir", str(tmp_path)])
-    line = capsys.readouterr().err
-    observed(line.strip())
-    assert stopped.value.code == 1 and line.count("\n") == 1
-    assert line.startswith("contrastlab: benchmarks/gpu_share.py needs a CUDA GPU and torch sees none")
-
-
 def test_tensorboard_cost_trains_the_cell_with_events_on_and_off(tmp_path, capsys):
     out = tmp_path / "rows.json"
     options = ["--steps", "4", "--log-every", "2", "--repeats", "1"]
@@ -378,23 +362,21 @@ def test_gpu_step_runs_both_equivalence_checks_on_request(tmp_path, capsys):
 
 
 @pytest.mark.fault(
-    "benchmarks/gpu_step.py on a machine without a GPU",
-    "one contrastlab: line and exit status 1 (it ran BERT-base on the CPU), unless --toy or --device cpu",
+    "benchmarks/gpu_step.py or gpu_share.py on a machine without a GPU",
+    "one contrastlab: line and exit status 1 (they ran on the CPU), unless --toy (gpu_step) or --device cpu",
 )
-def test_gpu_step_without_a_gpu_stops_in_one_line_unless_asked_for_the_cpu(
-    tmp_path, monkeypatch, capsys, observed
-):
+@pytest.mark.parametrize(
+    ("script", "quick"),
+    [("gpu_step.py", "--part none --out"), ("gpu_share.py", "--arch tiny --steps 1 --state-dir")],
+)
+def test_gpu_benchmarks_refuse_without_a_gpu(script, quick, tmp_path, monkeypatch, capsys, observed):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    args = ("--part", "none", "--out", str(tmp_path / "rows.jsonl"))  # no part: a CPU run returns at once
-    with pytest.raises(SystemExit) as stopped:
-        _run("gpu_step.py", *args)
+    with pytest.raises(SystemExit) as stopped:  # without the refusal: a quick run on the CPU
+        _run(script, *quick.split(), str(tmp_path / "out"))
     line = capsys.readouterr().err
     observed(line.strip())
     assert stopped.value.code == 1 and line.count("\n") == 1
-    assert line.startswith("contrastlab: benchmarks/gpu_step.py needs a CUDA GPU and torch sees none (torch ")
-    assert line.endswith("run it on a GPU node, or pass --toy --device cpu for its CPU smoke test\n")
-    _run("gpu_step.py", "--toy", *args)
-    assert '"device": "' in capsys.readouterr().out  # --toy: on this CPU
+    assert line.startswith(f"contrastlab: benchmarks/{script} needs a CUDA GPU and torch sees none (torch ")
 
 
 def test_padding_free_times_the_padded_and_the_packed_step_at_toy_size(capsys):

@@ -305,10 +305,9 @@ def adapt(user: UserLoss) -> Callable:
             out = user.fn(x1, x2, **hp)
         loss, stats = out if isinstance(out, tuple) and len(out) == 2 else (out, {})
         if not isinstance(loss, torch.Tensor):
-            kind = type(loss).__name__
             raise UserLossError(
-                f"user loss {user.name!r} returned {kind}, not a tensor: a {kind} has no gradient to train "
-                "with; return the 0-dim tensor computed from z1, z2 (no float() or .item()), or (loss, stats)"
+                f"user loss {user.name!r} returned {type(loss).__name__}, not a tensor: it has no gradient "
+                "to train with; return the 0-dim tensor computed from z1, z2 (no float()), or (loss, stats)"
             )
         if loss.ndim != 0:
             raise UserLossError(
