@@ -29,7 +29,7 @@ from train_throughput import ARCHS  # noqa: E402  (the architectures by name; a 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="cuda (default when available) or cpu")
+    parser.add_argument("--device", default="cuda", help="cuda (the default) or cpu")
     parser.add_argument("--arch", default="bert-base", choices=sorted(ARCHS), help="the encoder")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seq-len", type=int, default=32)
@@ -48,10 +48,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--state-dir", type=Path, default=Path("benchmarks/out/state"), help="scratch folder")
     args = parser.parse_args(argv)
-    if args.device is None:
-        import torch
+    import torch
 
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device.startswith("cuda") and not torch.cuda.is_available():  # one line, not k copies on a CPU
+        parser.exit(
+            1,
+            f"contrastlab: benchmarks/gpu_share.py needs a CUDA GPU and torch sees none (torch "
+            f"{torch.__version__}, CUDA {torch.version.cuda}); run it on a GPU node, or pass --device "
+            "cpu --arch tiny for its smoke test\n",
+        )
     config_class, model_config = ARCHS[args.arch]
     args.state_dir.mkdir(parents=True, exist_ok=True)
     copy = functools.partial(

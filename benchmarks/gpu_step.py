@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--variants", default="trainer,eager2d,mask4d,graph", help=f"of {', '.join(VARIANTS)}"
     )
-    parser.add_argument("--device", default=None, help="cuda when available, else cpu")
+    parser.add_argument("--device", default=None, help="cuda (--toy: cpu if no GPU) or cpu")
     parser.add_argument(
         "--toy", action="store_true", help="config/demo.yaml's tiny BERT instead of BERT-base"
     )
@@ -500,7 +500,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.deterministic:  # cuBLAS reads it when it starts, before any CUDA work of this process
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", capture.CUBLAS_DETERMINISTIC)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() or not args.toy else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():  # one line, not BERT-base timed on a CPU
+        parser.exit(
+            1,
+            f"contrastlab: benchmarks/gpu_step.py needs a CUDA GPU and torch sees none (torch "
+            f"{torch.__version__}, CUDA {torch.version.cuda}); run it on a GPU node, or pass --toy "
+            "--device cpu for its CPU smoke test\n",
+        )
     parts = args.part.split(",")
     variants = args.variants.split(",")
     if "compile" in parts and args.variants == parser.get_default("variants"):

@@ -361,6 +361,24 @@ def test_gpu_step_runs_both_equivalence_checks_on_request(tmp_path, capsys):
     assert rows[1]["within"] and rows[1]["repeat"] == 2 and rows[1]["eager_vs_eager_max"] == 0.0
 
 
+@pytest.mark.fault(
+    "benchmarks/gpu_step.py or gpu_share.py on a machine without a GPU",
+    "one contrastlab: line and exit status 1 (they ran on the CPU), unless --toy (gpu_step) or --device cpu",
+)
+@pytest.mark.parametrize(
+    ("script", "quick"),
+    [("gpu_step.py", "--part none --out"), ("gpu_share.py", "--arch tiny --steps 1 --state-dir")],
+)
+def test_gpu_benchmarks_refuse_without_a_gpu(script, quick, tmp_path, monkeypatch, capsys, observed):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as stopped:  # without the refusal: a quick run on the CPU
+        _run(script, *quick.split(), str(tmp_path / "out"))
+    line = capsys.readouterr().err
+    observed(line.strip())
+    assert stopped.value.code == 1 and line.count("\n") == 1
+    assert line.startswith(f"contrastlab: benchmarks/{script} needs a CUDA GPU and torch sees none (torch ")
+
+
 def test_padding_free_times_the_padded_and_the_packed_step_at_toy_size(capsys):
     """benchmarks/padding_free.py at a toy size: both step times and their ratio are printed."""
     toy = ("--batch", "4", "--length", "8", "--hidden", "32", "--heads", "4", "--intermediate", "64")

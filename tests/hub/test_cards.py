@@ -169,6 +169,14 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     assert all("not a hub dataset" in r.dataset_name for r in results)
 
 
+def test_a_user_loss_is_named_by_its_callable_not_by_the_users_file_path(tmp_path):
+    """A card is public: a user loss configured as ``/home/me/losses/my.py:my_loss`` is ``my_loss`` on it."""
+    settings = {**SUMMARY["settings"], "loss": "/home/me/losses/my.py:my_loss"}
+    image = image_card(tmp_path, "README", {"scores": {}}, {"settings": settings})
+    for text in (card(method="mine", summary={**SUMMARY, "settings": settings}), image.read_text()):
+        assert "my_loss" in yaml.safe_load(text.split("---\n")[1])["tags"] and "/home/me" not in text
+
+
 def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     """A card is tagged ``arxiv:<id>`` after the loss for its paper's arXiv id (today's papers name none)."""
     from dataclasses import replace

@@ -105,6 +105,7 @@ BAD_LOSSES = {  # fault: (module text, hyperparameters, what the one line says)
     "NaN": (_returns("(z1 * z2).sum() * float('nan')"), {}, "returned nan"),
     "non-scalar": (_returns("(z1 * z2).sum(-1)"), {}, "shape (8,), not a scalar"),
     "not a tensor": (_returns("1.0"), {}, "returned float, not a tensor"),
+    "float() of the loss": (_returns("float((z1 * z2).sum())"), {}, "it has no gradient to train with"),
     "detached": (_returns("(z1 * z2).sum().detach()"), {}, "has no gradient"),
     "raises": (_returns("z1 @ z2"), {}, "raised RuntimeError"),
     "NaN gradient": (_returns("(z1 - z1).abs().sqrt().sum() + (z1 * z2).sum()"), {}, "not finite"),
@@ -117,13 +118,14 @@ BAD_LOSSES = {  # fault: (module text, hyperparameters, what the one line says)
 
 
 @pytest.mark.parametrize("fault", list(BAD_LOSSES))
-def test_bad_user_losses_raise_one_line_naming_the_problem(tmp_path, fault):
+def test_bad_user_losses_raise_one_line_naming_the_problem(tmp_path, fault, recwarn):
     body, hp, expected = BAD_LOSSES[fault]
     path = _module(tmp_path, body, name=f"bad_{list(BAD_LOSSES).index(fault)}")
     with pytest.raises(UserLossError) as info:
         check_user_loss(f"{path}:f", hp)
     message = str(info.value)
     assert expected in message and "\n" not in message, message
+    assert not recwarn.list, recwarn.list[0].message  # the one line alone: no torch warning before it
 
 
 def test_malformed_names_and_missing_files_are_one_line(tmp_path):

@@ -269,6 +269,9 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     pairs = [(state, model), (other, model.parent.with_name("seed43") / "model")]
     assert forget_finished_states(pairs, root, tmp_path) == [state]
     assert not state.exists() and other.is_dir()
+    pairs[1][1].mkdir(parents=True)  # the tree's last finished state goes with the folders it leaves empty
+    assert forget_finished_states(pairs, root, tmp_path) == [other]
+    assert not (root / "state" / "train").exists() and pairs[1][1].is_dir()
     # marked under the absolute spelling (a results_dir given as an absolute path): kept too
     state, model = _finished_state_case(tmp_path / "r2", tmp_path, "none")
     from base64 import urlsafe_b64encode

@@ -125,7 +125,7 @@ def model_card(
     (``metrics``), the run's data markers (``data``), the backbone's ``(license, source)`` (``license``;
     None: unknown), the corpus's hub ids (``datasets``) and MTEB's scores (``mteb``)."""
     settings = summary.get("settings", {})
-    loss = settings.get("loss", method)
+    loss = settings.get("loss", method).rpartition(":")[2]  # a user loss's callable, not its file path
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     licence, licence_source = license or ("unknown", "not established")
@@ -358,7 +358,7 @@ def vision_model_card(
     training diverged: ``metrics["encoder_diverged"]`` says why)."""
     summary = summary or {}
     settings = summary.get("settings", {})
-    loss = settings.get("loss", method)
+    loss = settings.get("loss", method).rpartition(":")[2]  # a user loss's callable, not its file path
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"

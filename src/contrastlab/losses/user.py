@@ -29,6 +29,7 @@ import inspect
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -299,12 +300,14 @@ def adapt(user: UserLoss) -> Callable:
     import torch
 
     def entry(x1, x2, **hp):
-        out = user.fn(x1, x2, **hp)
+        with warnings.catch_warnings():  # float(loss): the line below says it, not torch's warning first
+            warnings.filterwarnings("ignore", "Converting a tensor with requires_grad=True to a scalar")
+            out = user.fn(x1, x2, **hp)
         loss, stats = out if isinstance(out, tuple) and len(out) == 2 else (out, {})
         if not isinstance(loss, torch.Tensor):
             raise UserLossError(
-                f"user loss {user.name!r} returned {type(loss).__name__}, not a tensor; return a scalar "
-                "tensor (or (loss, stats))"
+                f"user loss {user.name!r} returned {type(loss).__name__}, not a tensor: it has no gradient "
+                "to train with; return the 0-dim tensor computed from z1, z2 (no float()), or (loss, stats)"
             )
         if loss.ndim != 0:
             raise UserLossError(

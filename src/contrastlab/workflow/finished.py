@@ -17,6 +17,7 @@ not looked for: reading every checkpoint at every start would cost minutes on a 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable
@@ -200,10 +201,6 @@ def read_only_problem(outputs: Iterable[str | os.PathLike]) -> str | None:
 _STATE_INFO = "state.json"
 
 
-def _finished_state(state_dir: Path) -> bool:
-    return read_json(state_dir / _STATE_INFO).get("finished") is True
-
-
 def _marker(incomplete: Path, key: str) -> Path:
     """Snakemake's file persistence's marker path of ``key`` in ``incomplete``: the key's urlsafe base64,
     cut into parts of at most the file system's name length less one, each but the last with a leading
@@ -245,10 +242,14 @@ def forget_finished_states(
     found = [
         Path(state)
         for state, output in cells
-        if Path(output).exists() and _finished_state(Path(state)) and not marked_incomplete(output, workdir)
+        if Path(output).exists()
+        and read_json(Path(state, _STATE_INFO)).get("finished") is True
+        and not marked_incomplete(output, workdir)
     ]
     if not found or (results_dir is not None and _in_use(results_dir)):
         return []
     for state in found:
         shutil.rmtree(state, ignore_errors=True)
+        with contextlib.suppress(OSError):  # and the folders it leaves empty, up to the first that is not
+            os.removedirs(state.parent)
     return found
