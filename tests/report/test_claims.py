@@ -47,13 +47,22 @@ def normalised(text: str) -> str:
 
 @pytest.mark.parametrize("claim", all_claims(), ids=lambda c: c["id"])
 def test_quote_is_verbatim_in_the_paper(claim):
+    """... and each ``where: §3.1, Fig. 1c-d`` names a section (its heading to the next one not below it) that
+    names that figure: Nie's Fig. 1 is discussed in §3.1, not in §2 (Table 1's section)."""
     shared = shared_dir()
     if shared is None or not (shared / "papers" / claim["file"]).is_file():
         pytest.skip(
             f"../shared/papers/{claim['file']} is absent (set CONTRASTLAB_SHARED to check the quotes)"
         )
-    text = normalised((shared / "papers" / claim["file"]).read_text(encoding="utf-8"))
-    assert normalised(claim["quote"]) in text
+    lines = (shared / "papers" / claim["file"]).read_text(encoding="utf-8").splitlines()
+    assert normalised(claim["quote"]) in normalised("\n".join(lines))
+    heading = re.compile(r"(?:#+ *)?(?:\*\*)?(\d{1,2}(?:\.\d{1,2})*)\.?(?:\*\*)? +[A-Z]")
+    heads = [(i, m[1]) for i, line in enumerate(lines) if len(line) < 120 and (m := heading.match(line))]
+    for number, figure in re.findall(r"§([\d.]+), (?:[^;,]*, )?Fig\. (\d+)", claim["where"]):
+        start = next(i for i, n in heads if n == number)
+        end = next((i for i, n in heads if i > start and not n.startswith(number + ".")), len(lines))
+        named = re.search(rf"Figures? {figure}(?!\d)", "\n".join(lines[start:end]))
+        assert named, f"{claim['file']}: §{number} does not name Figure {figure}"
 
 
 def test_every_claim_names_cells_and_links_of_the_full_config():

@@ -4,6 +4,7 @@ Nie Table 1 compares TR.Avg on devacc (what the authors' evaluation.py printed),
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,10 +12,11 @@ from tables_synthetic import SEEDS, TR, make_config, write_synthetic_metrics
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import REPO_ROOT, Results, shared_dir
 from contrastlab.report import build_report
-from contrastlab.tables import build_table
+from contrastlab.tables import TABLES, build_table
 from contrastlab.tables.deviations import detected, deviations, off_grid_values, render_page, search_rows
+from contrastlab.tables.published import load_meta
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,16 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     assert off_grid_values(cl_config.Grid(full), "li2024") == []
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
     assert "dcl tau 0.01 (bert-large)" in page and "published off grid" in page
+
+
+def test_the_equations_a_deviation_cites_are_its_papers(full):
+    """OAR prints InfoNCE as its Eq. (1) and L_OAR as its (2), no (3): each equation a deviation cites is
+    tagged ``(n)`` on a line of its own in the paper's text (checked where ../shared/papers holds it)."""
+    for name, table in TABLES.items():
+        cited = re.findall(r"Eq\. ([\d, ]*\d)", str(full["experiments"][table.experiment].get("deviations")))
+        paper = (shared_dir() or REPO_ROOT) / "papers" / load_meta(name)["paper"]["file"]
+        for n in ", ".join(cited).split(", ") if cited and paper.is_file() else []:
+            assert re.search(rf"^ *\({n}\) *$", paper.read_text(), flags=re.M), f"{paper.name}: no Eq. ({n})"
 
 
 def test_full_config_declares_every_papers_choices_and_detects_nothing(full):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contrastlab.paths import shared_dir
 from contrastlab.tables import TABLES, load_published
 from contrastlab.tables.published import load_meta
 from contrastlab.tables.verify import parse_cells, verify_transcription
+
+QUOTES = str.maketrans("“”’", '""\'')
 
 
 def papers_dir():
@@ -23,6 +27,9 @@ def test_transcription_matches_paper(name):
     if not paper.is_file():  # a clone holding some papers' text only (docs/adding-a-paper.md)
         pytest.skip(f"{paper} is absent (add the paper's text to check its transcription)")
     assert verify_transcription(name, paper.parent) == []
+    # the caption a table page quotes as the paper's is the paper's, spaces, $ and curly quotes aside
+    caption = re.sub(r"[\s$]", "", load_meta(name)["caption"]).translate(QUOTES)
+    assert caption in re.sub(r"[\s$]", "", paper.read_text()).translate(QUOTES), f"{name}: not its caption"
 
 
 def test_a_paper_without_its_text_is_skipped(tmp_path, monkeypatch):
