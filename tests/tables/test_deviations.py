@@ -11,6 +11,7 @@ from tables_synthetic import SEEDS, TR, make_config, write_synthetic_metrics
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
+from contrastlab.data.download import WIKI1M_LINES
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import build_table
@@ -29,8 +30,8 @@ def test_docs_page_is_generated_from_the_config(full):
         "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
     # readable in a few minutes: six experiments of four papers, the image half's open settings, the two
-    # searches' readings and Li et al.'s training corpus
-    assert len(page.split()) < 1800
+    # searches' readings, Li et al.'s training corpus and the sentence trainer's last-step evaluation
+    assert len(page.split()) < 2000
 
 
 def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
@@ -54,6 +55,21 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     assert off_grid_values(cl_config.Grid(full), "li2024") == []
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
     assert "dcl tau 0.01 (bert-large)" in page and "published off grid" in page
+
+
+def test_the_last_steps_dev_evaluation_is_declared(full):
+    """The trainer also scores STS-B dev at a run's last step (training.loop) and trains full batches only;
+    the authors' Hugging Face Trainer scores every eval_steps only and trains the last partial batch. A
+    sentence experiment with a table declares it wherever a cell's steps are not a multiple of eval_every."""
+    grid = Grid(full)
+    for name in ("nie2023", "li2024", "macl"):
+        off = [
+            c
+            for c in grid.experiment(name).cells
+            if (WIKI1M_LINES // grid.settings(c)["batch_size"]) % grid.settings(c)["eval_every"]
+        ]
+        assert off, name  # batch 128 or 512: 7,812 or 1,953 steps
+        assert "dev evaluations" in {d["setting"] for d in deviations(grid, name)}, name
 
 
 def test_full_config_declares_every_papers_choices_and_detects_nothing(full):
