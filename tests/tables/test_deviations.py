@@ -93,6 +93,9 @@ def test_image_half_declares_the_authors_code_and_our_choices(full):
     assert oar10["precision"]["ours"].startswith("fp32")
     macl = {d["setting"]: d for d in deviations(Grid(full), "macl_cifar10")}
     assert "constant rate" in macl["settings App. B.3 leaves open (ours)"]["ours"]
+    grid = Grid(full)
+    if all(grid.settings(c)["drop_last"] for c in grid.experiment("macl_cifar10").cells):
+        assert "last partial batch skipped" in macl["settings App. B.3 leaves open (ours)"]["ours"]
     assert "N - 1" in macl["Dual temperature's negatives"]["ours"]
     page = render_page(Grid(full))
     assert "As `oar_cifar10` above: crops, normalisation" in page
