@@ -132,6 +132,9 @@ def test_missing_config_file(tmp_path):
         cl_config.load(tmp_path / "nope.yaml")
     with pytest.raises(cl_config.ConfigError, match="is a folder; pass an existing YAML file"):
         cl_config.load(tmp_path)  # was IsADirectoryError's traceback (make plan CONFIG=<a folder>)
+    (tmp_path / "mine.yaml").write_text("seeds: [42]\n")  # a partial preset: nothing is merged under it
+    with pytest.raises(cl_config.ConfigError, match="property; a --configfile replaces config.yaml whole"):
+        cl_config.load(tmp_path / "mine.yaml")
 
 
 def test_full_grid_size(repo_root):

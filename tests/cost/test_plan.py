@@ -346,6 +346,8 @@ def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_
     path.write_text(json.dumps({**json.loads(path.read_text()), "achieved_tflops": {"vision": {"bf16": -1}}}))
     with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive finite number"):
         cl_calibration.load_calibration(path)
+    with pytest.raises(ValueError, match=r"\S+ does not exist; name a file make gpu-check wrote$"):
+        cl_calibration.load_calibration(tmp_path / "typo.json")  # was "cannot be read as JSON; fix or delete"
 
 
 @pytest.mark.fault(

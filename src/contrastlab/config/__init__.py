@@ -113,6 +113,8 @@ def validate(config: Mapping[str, Any]) -> dict:
             kinds = error.validator_value
             forms = " or ".join(_FORMS[kind] for kind in ([kinds] if isinstance(kinds, str) else kinds))
             message += f"; write {key_path(path)} as {forms}"
+        elif error.validator == "required" and not path:  # a partial preset: Snakemake merges nothing in
+            message += "; a --configfile replaces config.yaml whole: start from a copy of it or of a preset"
         raise ConfigError(f"config key {key_path(path)}: {message}")
     config = fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.

@@ -137,6 +137,8 @@ def _finite(value: Any) -> bool:
 def _read_calibration(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"calibration {path} does not exist; name a file make gpu-check wrote") from None
     except (OSError, ValueError) as error:
         raise ValueError(f"calibration {path}: cannot be read as JSON ({error}); fix or delete it") from None
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
