@@ -27,7 +27,7 @@ PORT ?= 6006
 export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION TARGET
 # A target that hands CONFIG to Snakemake checks it first: Snakemake 9 answers a --configfile that does not
 # exist with a Python traceback (it opens the file outside its own error handling), not with one line.
-CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG does not exist; pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
+CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG $$(test -d "$$CONFIG" && echo is a folder || echo does not exist); pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
 
 .PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds compare publish cards mteb-submit lock-deps screenshots
 

@@ -123,6 +123,8 @@ def test_a_make_target_given_a_missing_config_file_says_so_in_one_line(tmp_path,
         "(config.yaml, config/demo.yaml, config/cpu.yaml)"
     ], done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+    folder = _make(target, f"CONFIG={tmp_path}")  # said "does not exist" of a folder
+    assert f"contrastlab: config file {tmp_path} is a folder; pass CONFIG=<an existing" in folder.stderr
 
 
 @pytest.mark.parametrize(
