@@ -177,7 +177,8 @@ def _seed_values(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None
     frame = pd.concat([frame, metrics[metrics["experiment"] == PRETRAINED]], ignore_index=True)
     out: dict[tuple, dict] = {}
     for b, m, t, s, v in frame[["backbone", "method", "task", "seed", "score"]].itertuples(index=False):
-        out.setdefault((b, m, t), {})[None if pd.isna(s) else int(s)] = float(v)
+        if not math.isnan(v):  # a diverged probe (NaN) is no score, as in the tables: never the best
+            out.setdefault((b, m, t), {})[None if pd.isna(s) else int(s)] = float(v)
     return out
 
 
