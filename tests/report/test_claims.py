@@ -500,6 +500,9 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
     assert "bert-base tr_devacc_avg: dcl − cl = -4.00" in numbers_text(three)
     assert evaluate(-2).verdict == NOT_REPRODUCED  # only 2 left uncontradicted
     assert evaluate(1.0).verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
+    # 1.15 clears its own interval (0.15 > h = 0.131) but not the count's bar α / (4 − 3 + 1), 0.165: with
+    # two parts at the margin, "3 of 4" at α per part would read reproduced with chance 1 − 0.975² ≈ 4.9 %
+    assert evaluate(1.15).verdict == UNDECIDED and "2 of 4 parts clear it" in verdict_text(evaluate(1.15))
 
 
 def test_a_count_claim_states_how_many():
