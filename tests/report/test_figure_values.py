@@ -220,6 +220,30 @@ def test_combine_any_needs_one_part_per_backbone(tmp_path):
         ({"csv": "a/b", "column": "v", "at": "median", "rows": {}, "above": 1}, "at must be"),
         ({"csv": "a/b", "column": "v", "terms": [[1, {}], [-1, {}]], "above": 1}, "one selection"),
         ({"column": "v", "rows": {}, "above": 1}, "csv"),
+        # the t-interval is over one selection's seeds: a difference or a weighted mean is not its mean
+        (
+            {
+                "csv": "a/b",
+                "column": "v",
+                "at": "mean",
+                "noise": "seeds",
+                "terms": [[1, {}], [-1, {}]],
+                "above": 0,
+            },
+            "noise",
+        ),
+        (
+            {
+                "csv": "a/b",
+                "column": "v",
+                "at": "mean",
+                "noise": "seeds",
+                "weights": "w",
+                "rows": {},
+                "above": 0,
+            },
+            "noise",
+        ),
     ],
 )
 def test_malformed_parts_are_refused(part, error):

@@ -68,8 +68,12 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
             not isinstance(part["error"], str) or part.get("at", "every") not in ("every", "mean")
         ):
             raise ValueError(f"{name}: error names a column and goes with at 'every' or 'mean', got {part!r}")
-        if part.get("noise", "seeds") != "seeds" or ("noise" in part and part.get("at", "every") != "mean"):
-            raise ValueError(f"{name}: noise is 'seeds' and goes with at 'mean', got {part!r}")
+        if part.get("noise", "seeds") != "seeds" or (
+            "noise" in part and (part.get("at", "every") != "mean" or "terms" in part or part.get("weights"))
+        ):  # its t-interval is over one selection's rows, one per seed
+            raise ValueError(
+                f"{name}: noise is 'seeds' and goes with at 'mean' of rows, unweighted, got {part!r}"
+            )
         if "error" in part and part.get("weights"):
             raise ValueError(f"{name}: error takes an unweighted mean, got {part!r}")
         bounds = [k for k in BOUNDS if k in part]
