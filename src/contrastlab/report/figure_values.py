@@ -71,9 +71,7 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
         if part.get("noise", "seeds") != "seeds" or (
             "noise" in part and (part.get("at", "every") != "mean" or "terms" in part or part.get("weights"))
         ):  # its t-interval is over one selection's rows, one per seed
-            raise ValueError(
-                f"{name}: noise is 'seeds' and goes with at 'mean' of rows, unweighted, got {part!r}"
-            )
+            raise ValueError(f"{name}: noise is 'seeds', with at 'mean' of rows, unweighted; got {part!r}")
         if "error" in part and part.get("weights"):
             raise ValueError(f"{name}: error takes an unweighted mean, got {part!r}")
         bounds = [k for k in BOUNDS if k in part]
@@ -155,7 +153,6 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
     frames: dict[str, pd.DataFrame | None] = {}
     parts = []
     coarser, noted = _coarser(grid), False
-    level = any_level(claim)
     for backbone in claim["backbones"]:
         for part in claim["parts"]:
             result = PartResult(backbone, {part_label(part): 1.0}, NOT_RUN, task=str(part["column"]))
@@ -168,7 +165,7 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
             if frame is None:
                 result.missing = [f"figures/{csv}.csv" if configured else f"{name} in the config"]
                 continue
-            _read_part(result, part, frame, ours_for.get(backbone), level)
+            _read_part(result, part, frame, ours_for.get(backbone), any_level(claim))
             if part.get("error") and coarser and result.status != NOT_RUN and not noted:
                 result.terms = {f"{next(iter(result.terms))} [{coarser}]": 1.0}  # said once per claim
                 noted = True
@@ -245,9 +242,8 @@ def _read_part(
             (c * c, pd.to_numeric(s[part["error"]], errors="coerce").fillna(0.0)) for c, s in selections
         ]
         se = math.sqrt(sum(cc * float((e**2).sum()) / max(len(e), 1) ** 2 for cc, e in errors))
-        result.half_width, result.status = _mc_decided(
-            np.array([sign * (value - bound)]), np.array([se]), level
-        )
+        margin = np.array([sign * (value - bound)])
+        result.half_width, result.status = _mc_decided(margin, np.array([se]), level)
 
 
 def _read_every_row(
