@@ -327,6 +327,31 @@ def test_a_comparable_claim_without_a_margin_is_refused(tmp_path, monkeypatch):
         claims_module.load_claims.cache_clear()
 
 
+def test_a_diverged_seed_is_no_score_in_a_contrast():
+    """A diverged probe's NaN row is no score, as in the tables: a point diverged at every seed is not run
+    and never the best, one diverged seed leaves the others (unpaired). Was a ZeroDivisionError."""
+    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43, 44]}
+    grid, nan = Grid({"seeds": [42, 43, 44], "experiments": {"oar_cifar10": exp}}), math.nan
+    cells = {
+        ("resnet18-oar", m): v for m, v in (("infonce-lr0.01", [nan] * 3), ("infonce-lr1.0", [10, 11, 12]))
+    }
+    cells |= {
+        ("resnet18-oar", "oar_infonce-lr0.01"): [20, 21, 22],
+        ("resnet18-oar", "oar_infonce-lr1.0"): [60, nan, 61],
+    }
+    result = evaluate_claim(claim("oar-improves-10pct"), metrics(cells, "oar_cifar10", "ffn10_top1"), grid)
+    part = next(p for p in result.parts if p.status != NOT_RUN)
+    assert part.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -1.0} and part.diff == pytest.approx(
+        49.5
+    )
+    assert not part.paired and part.status == REPRODUCED
+    cells[("resnet18-oar", "infonce-lr1.0")] = [nan] * 3
+    assert (
+        evaluate_claim(claim("oar-improves-10pct"), metrics(cells, "oar_cifar10", "ffn10_top1"), grid).verdict
+        == NOT_RUN
+    )
+
+
 SIX_PARTS = {
     "id": "six-near-zero-gaps",
     "experiment": "nie2023",
@@ -475,6 +500,9 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
     assert "bert-base tr_devacc_avg: dcl − cl = -4.00" in numbers_text(three)
     assert evaluate(-2).verdict == NOT_REPRODUCED  # only 2 left uncontradicted
     assert evaluate(1.0).verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
+    # 1.15 clears its own interval (0.15 > h = 0.131) but not the count's bar α / (4 − 3 + 1), 0.165: with
+    # two parts at the margin, "3 of 4" at α per part would read reproduced with chance 1 − 0.975² ≈ 4.9 %
+    assert evaluate(1.15).verdict == UNDECIDED and "2 of 4 parts clear it" in verdict_text(evaluate(1.15))
 
 
 def test_a_count_claim_states_how_many():

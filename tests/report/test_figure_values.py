@@ -90,11 +90,15 @@ def test_the_sweep_claim_needs_one_reading_with_a_line(tmp_path):
     setting undecided and none on a line: undecided (the noise could hide a reading where it holds)."""
     c = claim("oar-synthetic-infonce-rank-one-any-reading")
     g = grid(tmp_path, oar_synthetic={})
-    for lr_0_1, verdict in [([3, 3, 3], NOT_REPRODUCED), ([1, 1, 1], REPRODUCED), ([1, 2, 1], UNDECIDED)]:
+    # 1, 1.2, 1.1: below 1.5 at its own 95 % (1.1 ± 0.25), not at 1 − 0.05 / 6 (± 0.63): "any of six"
+    # at 95 % each read reproduced with chance up to 1 − 0.975⁶ ≈ 14 % where no setting is on a line
+    cases = {(3, 3, 3): NOT_REPRODUCED, (1, 1, 1): REPRODUCED, (1, 2, 1): UNDECIDED, (1, 1.2, 1.1): UNDECIDED}
+    for lr_0_1, verdict in cases.items():
         rows = sweep_rows({**dict.fromkeys(SETTINGS, [3, 3, 3]), "lr=0.1": lr_0_1})
         write(tmp_path, "oar_synthetic/table2_sweep", rows)
         result = evaluate_claim(c, pd.DataFrame(), g)
-        assert result.verdict == verdict and "one part suffices" in numbers_text(result)
+        assert result.verdict == verdict, lr_0_1
+        assert "99.17 % over the seeds (Bonferroni over its 6 parts); one part" in numbers_text(result)
 
 
 #: A result typed by hand: a count of seeds or runs ("in 14 of 20 seeds", "over 20 seeds", "all 20").
@@ -201,6 +205,9 @@ def test_combine_any_needs_one_part_per_backbone(tmp_path):
     assert evaluate_claim(c, pd.DataFrame(), grid(tmp_path)).verdict == NOT_REPRODUCED
 
 
+NOISY = {"csv": "a/b", "column": "v", "at": "mean", "noise": "seeds", "above": 0}
+
+
 @pytest.mark.parametrize(
     "part, error",
     [
@@ -210,6 +217,9 @@ def test_combine_any_needs_one_part_per_backbone(tmp_path):
         ({"csv": "a/b", "column": "v", "at": "median", "rows": {}, "above": 1}, "at must be"),
         ({"csv": "a/b", "column": "v", "terms": [[1, {}], [-1, {}]], "above": 1}, "one selection"),
         ({"column": "v", "rows": {}, "above": 1}, "csv"),
+        # the t-interval is over one selection's seeds: a difference or a weighted mean is not its mean
+        ({**NOISY, "terms": [[1, {}], [-1, {}]]}, "noise"),
+        ({**NOISY, "weights": "w", "rows": {}}, "noise"),
     ],
 )
 def test_malformed_parts_are_refused(part, error):

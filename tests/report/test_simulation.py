@@ -104,3 +104,16 @@ def test_one_seed_never_decides_a_contrast():
     s = one_part([80.0, 60.0], 0.5, seeds=1)
     codes = simulation.simulate(s, 1, 200, np.random.default_rng(0))
     assert set(codes) == {2}  # undecided: no seed noise to measure
+
+
+def test_a_count_claim_reads_reproduced_at_its_level():
+    """5 of 7 where only 4 parts hold and 3 sit at the margin: counting each part at α read reproduced with
+    chance 1 − 0.975³ ≈ 7.3 %; at α / 3, claims.py's count bar (Bonferroni's partial conjunction), ≤ α."""
+    mu = np.repeat([50.0] * 4 + [0.0] * 3, 2) * np.tile([1, 0], 7)  # pairs (a_j, b_j), a_j − b_j = 50 or 0
+    s = one_part([0.0, 0.0], 1.0)
+    s.claim, s.cells = {"id": "c", "relation": "count", "at_least": 5}, list(range(14))
+    s.mu, s.sigma = mu, np.ones(14)
+    s.pool, s.pool_cells, s.pool_sigma = np.repeat(np.arange(7), 2), np.full(7, 2), np.ones(7)
+    s.coef, s.fixed, s.deterministic = np.kron(np.eye(7), [1.0, -1.0]), np.zeros(7), np.zeros(7, dtype=bool)
+    s.mode, s.own_pool = np.full(7, simulation.BLOCKED), np.full(7, -1)
+    assert reproduced_share(s, 5)[0] < 0.03

@@ -177,7 +177,8 @@ def _seed_values(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None
     frame = pd.concat([frame, metrics[metrics["experiment"] == PRETRAINED]], ignore_index=True)
     out: dict[tuple, dict] = {}
     for b, m, t, s, v in frame[["backbone", "method", "task", "seed", "score"]].itertuples(index=False):
-        out.setdefault((b, m, t), {})[None if pd.isna(s) else int(s)] = float(v)
+        if not math.isnan(v):  # a diverged probe (NaN) is no score, as in the tables: never the best
+            out.setdefault((b, m, t), {})[None if pd.isna(s) else int(s)] = float(v)
     return out
 
 
@@ -212,23 +213,28 @@ def evaluate_claim(
     else:
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
         parts, pending = contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
-    _holm_and_seeds(parts, pending, level)
+    _holm_and_seeds(parts, pending, level, claim.get("at_least", 0))
     return ClaimResult(claim, _claim_verdict(claim, parts), parts)
 
 
-def _holm_and_seeds(parts: list[PartResult], pending: list[tuple], level: float) -> None:
+def _holm_and_seeds(parts: list[PartResult], pending: list[tuple], level: float, at_least: int = 0) -> None:
     """Correct the parts' "not reproduced" by Holm over the claim's tested parts ("not reproduced" is a
-    union over the parts), then give each undecided part the seeds per cell that would decide it."""
+    union over the parts), a ``count`` claim's "reproduced" to α / (N − at_least + 1) over its N parts
+    (Bonferroni's partial conjunction: when fewer than at_least hold, N − at_least + 1 may sit at the
+    margin), then give each undecided part the seeds per cell that would decide it."""
     alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
+    bar = 1 - 2 * alpha / (len(parts) - at_least + 1) if at_least else level  # the level "reproduced" needs
     for part, rejected in zip(tested, holm_rejections([p.p_value for p in tested], alpha), strict=True):
         if rejected:
             part.status = NOT_REPRODUCED
         elif part.status == NOT_REPRODUCED:
             part.status, part.spared_by_holm = UNDECIDED, True
+        elif at_least and part.status == REPRODUCED and 1 - part.p_value >= (1 - bar) / 2:
+            part.status = UNDECIDED
     for result, delta, s_unit, factor, df_of in pending:
         if result.status == UNDECIDED and not math.isnan(s_unit):
-            # deciding "reproduced" needs the part's own level; "not reproduced" Holm's strictest bar
-            at = level if delta > 0 else 1 - 2 * alpha / len(tested)
+            # "reproduced" needs the part's own level (a count's bar); "not reproduced" Holm's strictest
+            at = bar if delta > 0 else 1 - 2 * alpha / len(tested)
             start = result.seeds + 1
             needed = seeds_needed(delta, s_unit, factor, df_of, start, at, MAX_SEEDS)
             result.seeds_needed = needed or MAX_SEEDS + 1
@@ -317,10 +323,10 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
         run = f" ({result.parts_run}/{len(result.parts)} parts run)"
     head, tail = (run, tail) if not tail else ("", tail + run)
     if result.claim.get("relation") == "count" and result.verdict != NOT_RUN:
-        cleared = sum(p.status == REPRODUCED for p in result.parts)
-        tail += (
-            f": {cleared} of {len(result.parts)} parts clear it, the claim needs {result.claim['at_least']}"
-        )
+        n, k = len(result.parts), result.claim["at_least"]
+        cleared = sum(p.status == REPRODUCED for p in result.parts)  # at _holm_and_seeds' level
+        tail += f": {cleared} of {n} parts clear it, the claim needs {k} (each at level "
+        tail += f"{1 - (1 - LEVEL) / (n - k + 1):.4g}, Bonferroni over the {n - k + 1} that may fail)"
     elif result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
         contradicted = sum(p.status == NOT_REPRODUCED for p in result.parts)
         tail += f": {contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"

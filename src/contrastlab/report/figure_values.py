@@ -68,8 +68,10 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
             not isinstance(part["error"], str) or part.get("at", "every") not in ("every", "mean")
         ):
             raise ValueError(f"{name}: error names a column and goes with at 'every' or 'mean', got {part!r}")
-        if part.get("noise", "seeds") != "seeds" or ("noise" in part and part.get("at", "every") != "mean"):
-            raise ValueError(f"{name}: noise is 'seeds' and goes with at 'mean', got {part!r}")
+        if part.get("noise", "seeds") != "seeds" or (
+            "noise" in part and (part.get("at", "every") != "mean" or "terms" in part or part.get("weights"))
+        ):  # its t-interval is over one selection's rows, one per seed
+            raise ValueError(f"{name}: noise is 'seeds', with at 'mean' of rows, unweighted; got {part!r}")
         if "error" in part and part.get("weights"):
             raise ValueError(f"{name}: error takes an unweighted mean, got {part!r}")
         bounds = [k for k in BOUNDS if k in part]
@@ -163,7 +165,7 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
             if frame is None:
                 result.missing = [f"figures/{csv}.csv" if configured else f"{name} in the config"]
                 continue
-            _read_part(result, part, frame, ours_for.get(backbone))
+            _read_part(result, part, frame, ours_for.get(backbone), any_level(claim))
             if part.get("error") and coarser and result.status != NOT_RUN and not noted:
                 result.terms = {f"{next(iter(result.terms))} [{coarser}]": 1.0}  # said once per claim
                 noted = True
@@ -187,9 +189,17 @@ def _coarser(grid: Grid) -> str:
     )
 
 
-def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, stand_in: str | None) -> None:
+def any_level(claim: dict[str, Any]) -> float:
+    """The level of each part's noise interval: :data:`LEVEL`, Bonferroni-corrected over the parts of a
+    ``combine: any`` claim (one part suffices: "reproduced" is a union over them)."""
+    return 1 - (1 - LEVEL) / len(claim["parts"]) if claim.get("combine") == "any" else LEVEL
+
+
+def _read_part(
+    result: PartResult, part: dict[str, Any], frame: pd.DataFrame, stand_in: str | None, level: float = LEVEL
+) -> None:
     """Read one part off its figure's rows (the claim's backbone's, else its stand-in's, where the CSV has
-    a ``backbone`` column) into ``result``: its value against its bound, or what is missing."""
+    a ``backbone`` column) into ``result``: its value against its bound at ``level``, or what is missing."""
     csv = part["csv"]
     if "backbone" in frame.columns:
         names = frame["backbone"].astype(str)
@@ -210,7 +220,7 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         return
     sign = 1.0 if key in ("above", "at_least") else -1.0
     if part.get("at", "every") == "every":
-        _read_every_row(result, part, selections[0][1], bound, sign)
+        _read_every_row(result, part, selections[0][1], bound, sign, level)
         return
     value = sum(c * _value(sel, part) for c, sel in selections)
     result.seeds = min(len(sel) for _, sel in selections)
@@ -223,18 +233,21 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         seeds = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
         n = len(seeds)
         result.df = n - 1
-        result.half_width = float(t_quantile(n - 1) * seeds.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        result.half_width = (
+            float(t_quantile(n - 1, level) * seeds.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        )
         result.status = decide(sign * (value - bound), result.half_width)
     if part.get("error"):  # the value's standard error: sqrt(Σ c² Σ se² / n²) over its selections' rows
         errors = [
             (c * c, pd.to_numeric(s[part["error"]], errors="coerce").fillna(0.0)) for c, s in selections
         ]
         se = math.sqrt(sum(cc * float((e**2).sum()) / max(len(e), 1) ** 2 for cc, e in errors))
-        result.half_width, result.status = _mc_decided(np.array([sign * (value - bound)]), np.array([se]))
+        margin = np.array([sign * (value - bound)])
+        result.half_width, result.status = _mc_decided(margin, np.array([se]), level)
 
 
 def _read_every_row(
-    result: PartResult, part: dict[str, Any], rows: pd.DataFrame, bound: float, sign: float
+    result: PartResult, part: dict[str, Any], rows: pd.DataFrame, bound: float, sign: float, level: float
 ) -> None:
     """A part decided on every selected row (``at: every``): how many rows meet the bound, the worst
     row's value, and with an ``error`` column :func:`_mc_decided`'s verdict."""
@@ -252,7 +265,7 @@ def _read_every_row(
     result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
     if part.get("error"):
         se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(0.0).to_numpy()
-        result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se)
+        result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se, level)
 
 
 def mc_z(rows: int, level: float = LEVEL) -> float:
@@ -264,11 +277,11 @@ def mc_z(rows: int, level: float = LEVEL) -> float:
     return float(norm.ppf(1.0 - (1.0 - level) / (2.0 * max(rows, 1))))
 
 
-def _mc_decided(margins: np.ndarray, se: np.ndarray) -> tuple[float, str]:
+def _mc_decided(margins: np.ndarray, se: np.ndarray, level: float = LEVEL) -> tuple[float, str]:
     """(z·se of the row nearest a flip, the verdict) of rows whose distance past the bound (positive:
     meets it) is ``margins``, each with its Monte-Carlo standard error ``se``: not reproduced if a row
     misses the bound by more than z·se, reproduced if every row meets it by more, undecided otherwise."""
-    z = mc_z(len(margins))
+    z = mc_z(len(margins), level)
     width = z * se
     if (margins < -width).any():
         return float(width[int(np.argmin(margins + width))]), NOT_REPRODUCED
@@ -318,8 +331,11 @@ def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
         else:
             texts.append(f"{where}{label} = {p.diff:.4g} (claimed {symbol} {bound:g}{mc})")
     if texts and any(spec.get("noise") for spec in specs):
-        one = "; one part suffices" if claim.get("combine") == "any" else ""
-        texts.insert(0, f"one run per seed: each mean ± its t-interval at 95 % over the seeds{one}")
+        at, one = any_level(claim), "; one part suffices" if claim.get("combine") == "any" else ""
+        one = f" (Bonferroni over its {len(claim['parts'])} parts){one}" if at > LEVEL else one
+        texts.insert(
+            0, f"one run per seed: each mean ± its t-interval at {100 * at:.4g} % over the seeds{one}"
+        )
     elif texts and any(spec.get("error") for spec in specs):
         texts.insert(0, "simulated: each number a Monte-Carlo mean, ± z·se at 95 % (Bonferroni over rows)")
     elif texts:

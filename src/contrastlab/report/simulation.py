@@ -154,7 +154,9 @@ def _verdicts(s: Structure, delta: np.ndarray, se: np.ndarray, df: np.ndarray) -
     contradicted = (final == 1).sum(axis=1)
     undecided = (final == 2).sum(axis=1)
     if s.claim.get("relation") == "count":
-        need = int(s.claim["at_least"])
+        need = int(s.claim["at_least"])  # a part counts at α / (N − need + 1) only, as claims.py counts it
+        q = 1 - np.concatenate([p[:, tested], np.zeros((R, s.certain_nr)), p[:, ~tested]], axis=1)
+        reproduced = ((final == 0) & (q < alpha / (final.shape[1] - need + 1))).sum(axis=1)
         return np.where(reproduced >= need, 0, np.where(final.shape[1] - contradicted < need, 1, 2))
     return np.where(contradicted > 0, 1, np.where(undecided > 0, 2, 0))
 
