@@ -4,9 +4,10 @@ seeds, the seeds per cell it needs to decide it, and what those seeds cost (``ma
 A perfect reproduction has the paper's numbers as its cell means (the control's cells) and seed noise
 σ_i from :data:`NOISE_PRIOR`; **P(decided)** is the chance its verdict is the expected one (reproduced,
 or not reproduced for a ``paper_tables`` claim), estimated by :mod:`contrastlab.report.simulation` on
-the claim's :func:`claim_structure`. **Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with
-P(decided) ≥ :data:`TARGET`. **Cost**: the extra runs × the projected GPU-hours of one seed of each
-cell (:mod:`contrastlab.cost.plan`), a cell shared by several claims priced once at the largest n.
+the claim's :func:`claim_structure`. **Seeds needed**: the configured n if it reaches :data:`TARGET`,
+else the smallest n above it up to :data:`MAX_SEEDS` that does. **Cost**: the extra runs × the projected
+GPU-hours of one seed of each cell (:mod:`contrastlab.cost.plan`), a cell shared by several claims priced
+once at the largest n.
 ``@best`` is the paper's printed best cell (the winner's curse is not simulated); trend and
 ``figure_values`` claims are not simulated and are counted apart.
 """
