@@ -87,7 +87,7 @@ def test_mteb_stsb_equals_the_senteval_protocol_on_the_same_text(checkpoint, dis
 
 
 def test_identical_sentences_tie_in_mtebs_float32_cosine_only(checkpoint, fixture_dir, tmp_path):
-    # The whole fixture: the two identical pairs score cosine 1 and 1 + 2e-16 in SentEval's float64 (a
+    # The whole fixture: the two identical pairs score cosine 1 and 1 + 2e-16 in our float64 cosine (a
     # rank apart) but exactly 1 in MTEB's float32 (a tie), the only reason the two numbers differ here.
     scores, model, pairs = _mteb_stsb(checkpoint, fixture_dir, tmp_path)
     a, b = model.encode(pairs.a), model.encode(pairs.b)

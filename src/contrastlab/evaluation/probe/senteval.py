@@ -20,7 +20,7 @@ Speed without changing the arithmetic: probes that consume the same NumPy permut
 seed, row count and kind of validation) take the same minibatch positions from the same weights, so
 every fold of one size and every L2 value trains in lockstep (batched GEMMs over ``folds x L2`` probes,
 early stopping per probe with masks); SentEval's refit with the chosen L2 (the same probe) is not
-repeated. Float32 on CPU, as SentEval's: results match up to rounding order (0.00 points off on the
+repeated. Float32 on the CPU (SentEval's on CUDA): results match up to rounding order (0.00 points off on the
 reference encoder, tests/evaluation/test_reference.py; timings: docs/pipeline.md). Training runs with
 one torch thread (restored after): intra-op threads make these small ops many times slower.
 """
