@@ -1,7 +1,7 @@
 """Figures read from what the sentence cells already write: Nie et al. 2023, Fig. 1.
 
-- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B dev set, coloured by STS.Avg,
-  from the cells' ``senteval.json`` (Wang & Isola's measures).
+- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B test set (the paper: dev), coloured
+  by STS.Avg, from the cells' ``senteval.json`` (Wang & Isola's measures).
 - Fig. 1b-d: per loss, on the training side the batch loss and, with ``analysis_every`` on, L_cl
   (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences; on the dev side
   ℓ_align, ℓ_uniform, the STS-B Spearman and L_cl of the dev sentences' two dropout views.
