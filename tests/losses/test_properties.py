@@ -13,6 +13,7 @@ from contrastlab.losses import build_loss
 from contrastlab.losses.li2024 import paradigm_view_term
 
 batch = functools.partial(views, n=8, scale=1.0)
+unit = functools.partial(F.normalize, dim=-1)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -65,11 +66,12 @@ def test_macl_temperature_and_weight(alpha, a0, reweight):
     v = 1 / (1 - p + 1e-8) if reweight else torch.ones_like(p)
     if reweight:
         torch.testing.assert_close(v, 1 / (1 - p), rtol=1e-2, atol=0)  # 1 - P is ~1e-5 here
-    a = h1.clone().requires_grad_()
-    per = F.cross_entropy(F.normalize(a, dim=-1) @ z2.T / tau_a, torch.arange(8), reduction="none")
+    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()  # both views: τ_a, V detached
+    per = F.cross_entropy(unit(a) @ unit(b).T / tau_a, torch.arange(8), reduction="none")
     (per * v).mean().backward()
     torch.testing.assert_close(out.loss, (per * v).mean().detach(), atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(g1, a.grad, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(g2, b.grad, atol=1e-6, rtol=1e-6)
     if reweight:
         assert out.stats["weight_mean"] == pytest.approx(v.mean().item(), rel=1e-6)
         # the weight is detached: the gradient of anchor i is V_i × InfoNCE(τ_a)'s
@@ -78,6 +80,15 @@ def test_macl_temperature_and_weight(alpha, a0, reweight):
             F.normalize(b, dim=-1) @ z2.T / tau_a, torch.arange(8), reduction="none"
         ).mean().backward()
         torch.testing.assert_close(g1, v[:, None] * b.grad, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,hp", [("macl", {}), ("macl_vision", {"alpha": 1.0, "a0": 0.5})])
+def test_macl_temperature_floor(name, hp):
+    """τ_a = τ0 (1 + α (A - A0)) would be <= 0 at A = -1 (antipodal views): floored at τ0/100 (macl.py)."""
+    h1, _ = batch(3)
+    out, g1, g2 = run(name, h1, -h1, **hp)
+    assert out.stats["tau_a"] == pytest.approx(build_loss(name).hp["tau0"] / 100, rel=1e-12)
+    assert torch.isfinite(out.loss) and torch.isfinite(g1).all() and torch.isfinite(g2).all()
 
 
 @pytest.mark.parametrize("seed", [0, 1])
