@@ -8,10 +8,11 @@ CUDA, channels-last there. Only full batches by default (``drop_last``). On CUDA
 CUDA graph by default (:mod:`.vision_capture`); OAR's step stays eager.
 
 The OAR study (OAR §4-5) adds a batch of labelled images from a fixed subset (``oar_fraction``,
-:func:`~contrastlab.data.images.labelled_subset`) in a second forward pass (its own BatchNorm batch, as
-the authors' code) and the anchor-regression term (:func:`~contrastlab.losses.oar.oar_loss`) against
-fixed seeded anchors (saved as ``anchors.safetensors``); SGD with momentum, a cosine rate and no
-projection head (OAR's 512-d encoder output) are settings.
+:func:`~contrastlab.data.images.labelled_subset`) in a second forward pass (its own BatchNorm batch; the
+two views share one of 2N, where the authors' code passes each view alone) and the anchor-regression
+term (:func:`~contrastlab.losses.oar.oar_loss`) against fixed seeded anchors (saved as
+``anchors.safetensors``); SGD with momentum, a cosine rate and no projection head (OAR's 512-d encoder
+output) are settings.
 
 Snapshots make a killed job resume to a bit-identical encoder and log on CPU (:mod:`.runtime`). The
 encoder written (``encoder.safetensors`` with ``settings.json``) is the last epoch's (``keep: last``:
