@@ -17,7 +17,7 @@ from contrastlab.stats import half_width
 from contrastlab.tables import TABLES, get_spec
 from contrastlab.tables.assemble import assemble
 from contrastlab.tables.published import load_meta
-from contrastlab.tables.render import to_csv, to_markdown
+from contrastlab.tables.render import to_csv, to_latex, to_markdown
 from contrastlab.tables.verdicts import (
     ABOVE,
     BELOW,
@@ -192,6 +192,11 @@ def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_nu
     assert c.loc[("minilm", "simcse", "sts_avg"), "compared_with"] == "bert-base (stand-in)"
     assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == UNDECIDED
     assert "-6.25 ?†" in to_markdown(table)
+    # the legend of the table files names which backbone each toy one stands in for (the report's grid does)
+    assert "†: a toy backbone compared with its stand-in's published number (minilm for BERT-base;" in (
+        to_markdown(table)
+    )
+    assert "minilm for BERT-base;" in to_latex(table)
 
 
 def test_report_counts_verdicts_and_opens_with_claims(tmp_path):

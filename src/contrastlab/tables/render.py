@@ -296,10 +296,13 @@ def _legend(table: Table) -> list[str]:
                 f"{tested} cells × {1 - LEVEL:g} if every one reproduced the paper exactly (no correction "
                 "for the table's many cells)."
             )
-        if table.cells["compared_with"].astype(str).str.endswith("(stand-in)").any():
+        against = table.cells["compared_with"].astype(str)
+        stood = against[against.str.endswith(" (stand-in)")].str.removesuffix(" (stand-in)")
+        if pairs := dict(zip(table.cells.loc[stood.index, "backbone"], stood, strict=True)):
+            named = ", ".join(f"{toy} for {BACKBONE_LABELS.get(b, b)}" for toy, b in pairs.items())
             text += (
-                f" {STAND_IN_MARK}: a toy backbone compared with its stand-in's published number "
-                "(tables.verdict_stand_ins; toy numbers, the verdict only exercises the code)."
+                f" {STAND_IN_MARK}: a toy backbone compared with its stand-in's published number ({named}; "
+                "tables.verdict_stand_ins; toy numbers, the verdict only exercises the code)."
             )
     if runs_text(table.meta):  # k behind each published number, stated or assumed, and where from
         text += " " + runs_text(table.meta)
