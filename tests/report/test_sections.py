@@ -36,7 +36,7 @@ def test_papers_and_figures_in_the_papers_order():
                                   "macl_cifar10", "li2024_fig6_m", "compare_nie2023")] == [
         "nie2023", "nie2023", "oar", "macl", "li2024", "compare"]  # fmt: skip
     captions = [
-        "Li Fig. 10 (App. A.1): x",
+        "Li Fig. 10 (App. B): x",
         "Li Fig. 2: x",
         "Nie Fig. 3b: x",
         "Nie Fig. 1b-d (in part): x",
@@ -48,7 +48,7 @@ def test_papers_and_figures_in_the_papers_order():
     ordered = sorted(captions, key=lambda c: figure_order({"caption": c}))
     assert [c for c in ordered if c.startswith("Nie")] == [
         "Nie Fig. 1a: x", "Nie Fig. 1b-d (in part): x", "Nie Fig. 2a: x", "Nie Fig. 3b: x"]  # fmt: skip
-    assert [c for c in ordered if c.startswith("Li")] == ["Li Fig. 2: x", "Li Fig. 10 (App. A.1): x"]
+    assert [c for c in ordered if c.startswith("Li")] == ["Li Fig. 2: x", "Li Fig. 10 (App. B): x"]
     assert ordered[-1] == "Heatmap of the search"
 
 
