@@ -46,9 +46,9 @@ def gd_rows(losses, close: float, close_se: float, far: float, far_se: float) ->
 
 
 def test_gd_claim_by_hand_reproduced_not_reproduced_and_undecided_by_the_monte_carlo_error(tmp_path):
-    """Each part tests 1 row, so z is 1.96 (no Bonferroni factor): 0.99 ± 0.001 is 0.04 above 0.95, far
-    beyond 1.96 × 0.001; 0.96 ± 0.01 is 0.01 above it, within 1.96 × 0.01 = 0.0196: undecided; 0.90 ±
-    0.001 is below it by 0.05: not reproduced whatever the other rows say."""
+    """Each of the 8 parts tests 1 row, so z is Φ⁻¹(1 − 0.05/16) = 2.734 (Bonferroni over the 8 parts):
+    0.99 ± 0.001 is 0.04 above 0.95, far beyond 2.734 × 0.001; 0.96 ± 0.01 is 0.01 above it, within
+    0.0273: undecided; 0.90 ± 0.001 is below it by 0.05: not reproduced whatever the other rows say."""
     c = claim("li-sim-gd-one-close-zero-far")
     g = grid(tmp_path)
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == NOT_RUN  # no figure drawn yet
@@ -63,11 +63,14 @@ def test_gd_claim_by_hand_reproduced_not_reproduced_and_undecided_by_the_monte_c
     assert result.verdict == REPRODUCED
     text = numbers_text(result)
     assert "simulated: each number a Monte-Carlo mean" in text and "1 of 1 rows ≥ 0.95" in text
-    assert "Monte-Carlo ±0.002: reproduced" in text  # 1.96 × 0.001, to two digits
-    assert verdict(0.96, 0.01).verdict == UNDECIDED  # 0.01 above the bound, 0.0196 of noise
-    assert verdict(0.96, 0.004).verdict == REPRODUCED  # 0.01 above, 0.0078 of noise
+    assert "Monte-Carlo ±0.0027: reproduced" in text  # 2.734 × 0.001, to two digits
+    assert "(Bonferroni over its 8 parts and each part's rows)" in text
+    assert verdict(0.9478, 0.001).verdict == UNDECIDED  # 2.2 se short: z 1.96 if each part were alone
+    assert verdict(0.96, 0.01).verdict == UNDECIDED  # 0.01 above the bound, 0.0273 of noise
+    assert verdict(0.96, 0.004).verdict == UNDECIDED  # 0.01 above, 0.0109 of noise
+    assert verdict(0.96, 0.003).verdict == REPRODUCED  # 0.01 above, 0.0082 of noise
     assert verdict(0.90, 0.001).verdict == NOT_REPRODUCED
-    # the far side: 0.04 ± 0.001 is below 0.05 by 0.01 > 0.00196; 0.06 ± 0.001 above it
+    # the far side: 0.04 ± 0.001 is below 0.05 by 0.01 > 0.0027; 0.06 ± 0.001 above it
     assert verdict(0.99, 0.001, far=0.04, far_se=0.001).verdict == REPRODUCED
     assert verdict(0.99, 0.001, far=0.06, far_se=0.001).verdict == NOT_REPRODUCED
     assert verdict(0.99, 0.001, far=0.045, far_se=0.01).verdict == UNDECIDED
@@ -76,16 +79,16 @@ def test_gd_claim_by_hand_reproduced_not_reproduced_and_undecided_by_the_monte_c
 
 
 def test_bonferroni_widens_the_interval_with_the_rows_tested(tmp_path):
-    """Two close rows per loss: z = Φ⁻¹(1 − 0.05/4) = 2.2414, so 0.97 ± 0.009 (0.02 above 0.95 against
-    2.2414 × 0.009 = 0.0202) is undecided, where one row (z 1.96: 0.0176) would be reproduced."""
-    assert mc_z(2) == pytest.approx(2.241403, abs=1e-6)
+    """Two close rows per loss (of 8 parts): z = Φ⁻¹(1 − 0.05/32) = 2.9552, so 0.97 ± 0.007 (0.02 above
+    0.95 against 0.0207) is undecided, where one row (z 2.7344: 0.0191) would be reproduced."""
+    assert mc_z(2, 1 - 0.05 / 8) == pytest.approx(2.955167, abs=1e-6)
     c = claim("li-sim-gd-one-close-zero-far")
     g = grid(tmp_path)
-    two = pd.concat([gd_rows(["arccon", "met"], 0.97, 0.009, 0.0, 0.0)] * 2, ignore_index=True)
+    two = pd.concat([gd_rows(["arccon", "met"], 0.97, 0.007, 0.0, 0.0)] * 2, ignore_index=True)
     write(tmp_path, "li2024/li2024_fig2", two)
     write(tmp_path, "li2024/li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == UNDECIDED
-    write(tmp_path, "li2024/li2024_fig2", gd_rows(["arccon", "met"], 0.97, 0.009, 0.0, 0.0))
+    write(tmp_path, "li2024/li2024_fig2", gd_rows(["arccon", "met"], 0.97, 0.007, 0.0, 0.0))
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == REPRODUCED
 
 

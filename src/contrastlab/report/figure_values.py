@@ -191,7 +191,10 @@ def _coarser(grid: Grid) -> str:
 
 def any_level(claim: dict[str, Any]) -> float:
     """The level of each part's noise interval: :data:`LEVEL`, Bonferroni-corrected over the parts of a
-    ``combine: any`` claim (one part suffices: "reproduced" is a union over them)."""
+    ``combine: any`` claim (one part suffices: "reproduced" is a union over them), and over every part on
+    every backbone of one with ``error`` parts (a verdict is a union over their rows; mc_z: each part's)."""
+    if any("error" in part for part in claim["parts"]):
+        return 1 - (1 - LEVEL) / (len(claim["parts"]) * len(claim["backbones"]))
     return 1 - (1 - LEVEL) / len(claim["parts"]) if claim.get("combine") == "any" else LEVEL
 
 
@@ -337,7 +340,9 @@ def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
             0, f"one run per seed: each mean ± its t-interval at {100 * at:.4g} % over the seeds{one}"
         )
     elif texts and any(spec.get("error") for spec in specs):
-        texts.insert(0, "simulated: each number a Monte-Carlo mean, ± z·se at 95 % (Bonferroni over rows)")
+        k = len(claim["parts"]) * len(claim["backbones"])  # any_level's family: every part on every backbone
+        over = f"its {k} parts and each part's rows" if k > 1 else "rows"
+        texts.insert(0, f"simulated: each number a Monte-Carlo mean, ± z·se at 95 % (Bonferroni over {over})")
     elif texts:
         one = "; one part on each backbone suffices" if claim.get("combine") == "any" else ""
         texts.insert(0, f"read off the figure's numbers (one run per point: no seed-noise interval{one})")
