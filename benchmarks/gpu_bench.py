@@ -60,6 +60,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from contrastlab import cuda
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_step import bert, dev_equivalence  # noqa: E402  (a sibling script: its BERT and dev check)
@@ -626,15 +628,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() or not args.toy else "cpu"
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    if args.device.startswith("cuda") and (line := cuda.no_gpu_line("make gpu-bench")):
         # make gpu-bench on a machine without a GPU: one line, not a CPU run that times nothing of a GPU's
-        parser.exit(
-            1,
-            "contrastlab: make gpu-bench needs a CUDA GPU and torch sees none "
-            f"(torch {torch.__version__}, CUDA {torch.version.cuda}, "
-            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); run it on a GPU node, "
-            "or pass --toy --device cpu for its checks at toy size on this CPU\n",
-        )
+        parser.exit(1, f"{line}, or pass --toy --device cpu for its checks at toy size on this CPU\n")
     args.precisions = args.precisions.split(",")
     args.pack = [int(k) for k in str(args.pack).split(",") if k]
     if args.toy:

@@ -21,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+from contrastlab import cuda
 from contrastlab.cost.packing_measure import STEP_COPY_MODULES, pooled_rows, sentence_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,15 +49,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--state-dir", type=Path, default=Path("benchmarks/out/state"), help="scratch folder")
     args = parser.parse_args(argv)
-    import torch
-
-    if args.device.startswith("cuda") and not torch.cuda.is_available():  # one line, not k copies on a CPU
-        parser.exit(
-            1,
-            f"contrastlab: benchmarks/gpu_share.py needs a CUDA GPU and torch sees none (torch "
-            f"{torch.__version__}, CUDA {torch.version.cuda}); run it on a GPU node, or pass --device "
-            "cpu --arch tiny for its smoke test\n",
-        )
+    # one line, not k copies timed on a CPU
+    if args.device.startswith("cuda") and (line := cuda.no_gpu_line("benchmarks/gpu_share.py")):
+        parser.exit(1, f"{line}, or pass --device cpu --arch tiny for its smoke test\n")
     config_class, model_config = ARCHS[args.arch]
     args.state_dir.mkdir(parents=True, exist_ok=True)
     copy = functools.partial(

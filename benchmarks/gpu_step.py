@@ -67,6 +67,7 @@ import torch
 import yaml
 from torch import nn
 
+from contrastlab import cuda
 from contrastlab.losses import build_loss
 from contrastlab.models.text import attention_bias
 from contrastlab.precision import ieee_fp32, set_fp32_mode
@@ -501,13 +502,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.deterministic:  # cuBLAS reads it when it starts, before any CUDA work of this process
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", capture.CUBLAS_DETERMINISTIC)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() or not args.toy else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():  # one line, not BERT-base timed on a CPU
-        parser.exit(
-            1,
-            f"contrastlab: benchmarks/gpu_step.py needs a CUDA GPU and torch sees none (torch "
-            f"{torch.__version__}, CUDA {torch.version.cuda}); run it on a GPU node, or pass --toy "
-            "--device cpu for its CPU smoke test\n",
-        )
+    if device.type == "cuda" and (line := cuda.no_gpu_line("benchmarks/gpu_step.py")):  # not BERT-base on CPU
+        parser.exit(1, f"{line}, or pass --toy --device cpu for its CPU smoke test\n")
     parts = args.part.split(",")
     variants = args.variants.split(",")
     if "compile" in parts and args.variants == parser.get_default("variants"):

@@ -134,6 +134,22 @@ def diagnose(stack: GpuStack) -> str | None:
     return None
 
 
+def no_gpu_line(command: str) -> str | None:
+    """None where torch sees a CUDA GPU; else the one line saying ``command`` needs one, with torch's build
+    and ``CUDA_VISIBLE_DEVICES``, ending "run it on a GPU node" (a caller may add its CPU alternative)."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return (
+        f"contrastlab: {command} needs a CUDA GPU and torch sees none (torch {torch.__version__}, CUDA "
+        f"{torch.version.cuda}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
+        "run it on a GPU node"
+    )
+
+
 def runs_on_visible_gpus() -> bool:
     """Whether the installed torch has kernels (or PTX) for every GPU it sees, asked of torch (no
     ``nvidia-smi``): the success path's check once ``torch.cuda.is_available()`` is true."""

@@ -352,12 +352,8 @@ def _require_gpu() -> None:
     """Stop with one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none."""
     if problem := cuda.diagnose(cuda.probe()):
         raise SystemExit(f"contrastlab: make gpu-check: {problem}")
-    if not torch.cuda.is_available():
-        raise SystemExit(
-            "contrastlab: make gpu-check needs a CUDA GPU and torch sees none "
-            f"(torch {torch.__version__}, CUDA {torch.version.cuda}, "
-            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); run it on a GPU node"
-        )
+    if line := cuda.no_gpu_line("make gpu-check"):
+        raise SystemExit(line)
 
 
 def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
