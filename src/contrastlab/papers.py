@@ -31,6 +31,7 @@ __all__ = [
     "FIGURE_READS",
     "PAPERS",
     "PAPERS_DIR",
+    "TABLES",
     "FigureSpec",
     "Paper",
     "TableSpec",
@@ -208,6 +209,9 @@ def paper_of(name: str) -> str:
 
 #: The papers, in the report's (and the README's) order.
 PAPERS: tuple[Paper, ...] = load_papers()
+#: Registry of every table the pipeline can regenerate, in report order: each paper's tables, the papers in
+#: theirs (re-exported by :mod:`contrastlab.tables`).
+TABLES: dict[str, TableSpec] = {table.name: table for paper in PAPERS for table in paper.tables}
 
 
 def paper_for(name: str) -> Paper | None:

@@ -15,7 +15,7 @@ from contrastlab.config.schema import ConfigError, load_schema
 from contrastlab.config.searches import search_spec
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss
-from contrastlab.papers import PAPERS, PUBLISHED_DIR
+from contrastlab.papers import PUBLISHED_DIR, TABLES
 from contrastlab.paths import REPO_ROOT
 
 
@@ -184,7 +184,7 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
 
 def check_references(config: Mapping[str, Any]) -> None:
     backbones = config["backbones"]
-    for table in (t for paper in PAPERS for t in paper.tables if t.experiment in config["experiments"]):
+    for table in (t for t in TABLES.values() if t.experiment in config["experiments"]):
         for suffix, step in (("csv", 2), ("yaml", 3)):
             if not (path := PUBLISHED_DIR / f"{table.name}.{suffix}").is_file():
                 raise ConfigError(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 from contrastlab.config.schema import ConfigError, deep_merge
-from contrastlab.papers import PAPERS
+from contrastlab.papers import TABLES
 
 TEMPLATE_KEYS = ("protocols", "methods", "baselines")
 
@@ -85,7 +85,7 @@ def expand_templates(config: dict) -> dict:
         templates[name] = lists
         del experiments[name]
     # a typo would drop its overrides silently; a paper's experiment that this config leaves out is no typo
-    known = dict.fromkeys([*experiments, *(t.experiment for paper in PAPERS for t in paper.tables)])
+    known = dict.fromkeys([*experiments, *(t.experiment for t in TABLES.values())])
     for method, spec in shared.items():
         unknown = sorted(set(spec.get("per_protocol") or {}) - set(known))
         if unknown:

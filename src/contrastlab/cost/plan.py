@@ -42,7 +42,7 @@ from contrastlab.cost.packing import chosen_share, gpu_share, packed_seconds, pa
 from contrastlab.cost.provenance import moved_rules, status_items
 from contrastlab.cost.schedule import schedule_blocks
 from contrastlab.cost.summary import summary_blocks
-from contrastlab.papers import PAPERS
+from contrastlab.papers import TABLES
 from contrastlab.paths import write_text
 from contrastlab.precision import RESOLVED
 
@@ -173,7 +173,7 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     """Training cells: ``sentence`` (of which ``figure``: experiments with no paper table), ``vision``,
     ``total``, and ``pretrained`` evaluations."""
     counts = {"sentence": 0, "figure": 0, "vision": 0}
-    tabled = {table.experiment for paper in PAPERS for table in paper.tables}
+    tabled = {table.experiment for table in TABLES.values()}
     for cell in grid.cells:
         if grid.experiment(cell.experiment).track == "vision":
             counts["vision"] += 1

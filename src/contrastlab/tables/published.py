@@ -17,15 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrastlab.papers import PAPERS, PUBLISHED_DIR, TableSpec, paper_for, reference
+from contrastlab.papers import PUBLISHED_DIR, TABLES, TableSpec, paper_for, reference
 from contrastlab.paths import read_yaml
 
 if TYPE_CHECKING:
     import pandas as pd
-
-#: Registry of every table the pipeline can regenerate, in report order: each paper's tables
-#: (:data:`contrastlab.papers.PAPERS`), the papers in theirs.
-TABLES: dict[str, TableSpec] = {table.name: table for paper in PAPERS for table in paper.tables}
 
 
 def paper_backbones(experiment: str) -> list[str]:
