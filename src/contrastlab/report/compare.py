@@ -62,8 +62,6 @@ def write_claims(results, out_dir: Path) -> Path:
 
 def _read(results: Path, name: str) -> pd.DataFrame:
     path = results / "tables" / name
-    if not results.is_dir():  # a typo in A= or B=: no tables job makes it
-        raise FileNotFoundError(f"{results} is not a folder: name a run's results folder (e.g. results/demo)")
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} is missing: run the tables job of that run (snakemake tables --configfile <its preset>)"
@@ -166,6 +164,9 @@ def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathL
     if "" in (os.fspath(a), os.fspath(b)):  # `make compare` without A= or B=: not the working directory
         raise ValueError("compare needs two results folders: make compare A=<results> B=<results>")
     a, b = Path(a), Path(b)
+    for run in (a, b):  # a typo in A= or B=: no tables job makes it
+        if not run.is_dir():
+            raise FileNotFoundError(f"{run} is not a folder: name a run's results folder (e.g. results/demo)")
     cells = cell_table(
         _read(a, "scores.csv"), _read(b, "scores.csv"), choices=(search_choices(a), search_choices(b))
     )
