@@ -75,9 +75,9 @@ CONFIG_READS = 3
 #: Monte-Carlo claim's correction over all its parts (a false "not reproduced" 18% -> 2.5% with 8 parts);
 #: +12 for contrastlab.cuda.no_gpu_line, the one no-GPU line that make gpu-check and three benchmarks (not
 #: counted here: 13 lines fewer) each spelt out; +1 for make compare's folder check made once per run, not
-#: per file read.
+#: per file read. +0 / +6 for a Monte-Carlo row without its standard error, which decided as an exact number.
 SRC_LINES = 37451
-TESTS_LINES = 37381
+TESTS_LINES = 37387
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 

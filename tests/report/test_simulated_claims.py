@@ -117,6 +117,12 @@ def test_share_claims_by_hand(tmp_path):
     # 0.55 is 0.05 above 0.5, within 2.394 × 0.03 = 0.072: undecided; 0.6 at τ 0.3 is a clear miss
     assert evaluate_claim(small, pd.DataFrame(), g).verdict == UNDECIDED
     assert evaluate_claim(large, pd.DataFrame(), g).verdict == NOT_REPRODUCED
+    # one batch kept: a share without its standard error is not an exact number, so it decides nothing
+    rows = share_rows(0.005, [0.1, 0.7, 0.9, 0.95], 0.02) + share_rows(0.3, [0.01, 0.02, 0.6, 0.02], 0.001)
+    rows[1]["share_se"] = rows[5]["share_se"] = math.nan
+    write(tmp_path, "li2024/li2024_fig3", pd.DataFrame(rows))
+    assert evaluate_claim(small, pd.DataFrame(), g).verdict == UNDECIDED
+    assert evaluate_claim(large, pd.DataFrame(), g).verdict == NOT_REPRODUCED  # 0.6 misses: known se
 
 
 def test_ratio_claim_by_hand(tmp_path):

@@ -242,7 +242,7 @@ def _read_part(
         result.status = decide(sign * (value - bound), result.half_width)
     if part.get("error"):  # the value's standard error: sqrt(Σ c² Σ se² / n²) over its selections' rows
         errors = [
-            (c * c, pd.to_numeric(s[part["error"]], errors="coerce").fillna(0.0)) for c, s in selections
+            (c * c, pd.to_numeric(s[part["error"]], errors="coerce").fillna(math.inf)) for c, s in selections
         ]
         se = math.sqrt(sum(cc * float((e**2).sum()) / max(len(e), 1) ** 2 for cc, e in errors))
         margin = np.array([sign * (value - bound)])
@@ -267,7 +267,7 @@ def _read_every_row(
     result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
     result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
     if part.get("error"):
-        se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(0.0).to_numpy()
+        se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(math.inf).to_numpy()
         result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se, level)
 
 
