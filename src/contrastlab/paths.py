@@ -4,6 +4,7 @@ atomic write (a temporary file or folder renamed over the target) every writer o
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -292,6 +293,19 @@ class UnreadableMetricsError(ValueError):
 #: entry of its ``scores`` and :data:`TRAINING_SCORES` of its ``training`` block.
 SCORE_KEYS = ("sts_avg", "tr_avg", "tr_devacc_avg")
 TRAINING_SCORES = ("best_dev_spearman", "dev_uniformity_rebound")
+
+
+def snakemake_record(folder: str | os.PathLike, key: str) -> Path:
+    """Snakemake's file persistence's path of ``key``'s record in ``folder`` (``.snakemake/incomplete`` or
+    ``metadata``): the key's urlsafe base64, cut into parts of at most the file system's name length less
+    one, each but the last with a leading ``@`` (snakemake.persistence.file's ``_record_path``)."""
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX") or 255
+    except (OSError, ValueError):
+        name_max = 255
+    b64 = base64.urlsafe_b64encode(key.encode()).decode()
+    parts = [b64[i : i + name_max - 1] for i in range(0, len(b64), name_max - 1)]
+    return Path(folder).joinpath(*["@" + part for part in parts[:-1]], parts[-1])
 
 
 def _metrics_problem(found: Any) -> str | None:

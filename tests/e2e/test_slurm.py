@@ -23,9 +23,10 @@ import pytest
 import torch
 
 from contrastlab.config import load
-from contrastlab.paths import Results
+from contrastlab.paths import Results, read_json, snakemake_record
 from contrastlab.report import build_report
 from contrastlab.training.sentence import NonFiniteLossError
+from contrastlab.workflow.finished import marked_incomplete
 from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, require_requested_gpu
 from contrastlab.workflow.job import logged_to
 from contrastlab.workflow.recovery import RUN_VARIABLE, workflow_run
@@ -423,6 +424,52 @@ def test_a_rerun_after_the_workflow_was_killed_waits_for_its_slurm_job(
     assert f"contrastlab: a run on {results} (pid {workflow.pid}) was killed; removed" in output, output[
         -3000:
     ]
+
+
+@pytest.mark.fault(
+    "under SLURM a training job ended and cleared its incomplete mark; its Snakemake SIGKILLed before it "
+    "recorded the job; the same command again",
+    "the rerun names the unrecorded job, reruns it without a training step (a re-export) and records it",
+)
+def test_a_job_that_ended_before_its_killed_run_recorded_it_is_recorded_by_the_rerun(
+    repo_root, cluster, e2e_resources, tmp_path, observed
+):
+    configfile = write(slurm_demo(repo_root, tmp_path, e2e_resources), tmp_path / "c.yaml")
+    results, out_path = tmp_path / "results", tmp_path / "snakemake.out"
+    model, metadata = f"{results}/checkpoints/{CELL_PATH}/model", repo_root / ".snakemake" / "metadata"
+    evaluated = f"{results}/metrics/{CELL_PATH}/senteval.json"  # the run goes on after the training job
+    with open(out_path, "w") as out:
+        workflow = subprocess.Popen(
+            slurm_command(repo_root, cluster, "slurm", configfile, "--", evaluated),
+            cwd=repo_root,
+            env=slurm_env(cluster),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        notes = results / "state" / "runs"
+        # the job has ended (its note lists its outputs) and cleared its incomplete mark itself
+        while not any("ended" in read_json(p) for p in notes.glob("*.slurm/*.json")) or marked_incomplete(
+            model, repo_root
+        ):
+            assert workflow.poll() is None and time.monotonic() < deadline, out_path.read_text()[-4000:]
+            time.sleep(0.02)
+        workflow.kill()  # SIGKILL inside the seconds before its next status check records the job
+        workflow.wait()
+    finally:
+        if workflow.poll() is None:
+            workflow.kill()
+    # a kill that came just after the record (the window is one status check wide) leaves it in that state
+    snakemake_record(metadata, model).unlink(missing_ok=True)
+    output = run_through_slurm(repo_root, cluster, "slurm", configfile, "--", model)
+    said = [line for line in output.splitlines() if line.startswith("contrastlab: a run on")]
+    observed(str(said))
+    assert len(said) == 1 and said[0].endswith("will be rerun (and 1 SLURM job(s) it did not record)"), output
+    log = Path(model).parent / "train_log.jsonl"
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events.count("start") == 1 and "resume" not in events  # re-exported, no step trained again
+    assert snakemake_record(metadata, model).is_file()
 
 
 # --- two training cells that share a GPU: one allocation, an MPS daemon ------------------------------------

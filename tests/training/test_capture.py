@@ -530,7 +530,7 @@ def test_a_deterministic_cells_training_job_sets_cublas_before_torch_touches_cud
     monkeypatch.setattr(job, "record_job", lambda snakemake: None)
     settings = {"loss": "infonce", "deterministic": deterministic}
     snakemake = types.SimpleNamespace(
-        log=[str(tmp_path / "train.log")], rule="train", wildcards={}, threads=1, config={},
+        log=[str(tmp_path / "train.log")], rule="train", wildcards={}, threads=1, config={}, output=[],
         params=types.SimpleNamespace(settings=settings),
     )  # fmt: skip
     with job.training_job(snakemake) as (device, _):

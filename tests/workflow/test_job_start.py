@@ -88,7 +88,7 @@ def test_each_job_frame_writes_how_the_job_started_into_its_log(frame, tmp_path,
         STATE_VARIABLE, start_state(warm=False, why_cold=REFUSED, waited_s=0.0, pid=os.getpid())
     )
     log = tmp_path / "logs" / "job.log"
-    snakemake = SimpleNamespace(log=[str(log)], rule="train", wildcards={}, threads=1, config={})
+    snakemake = SimpleNamespace(log=[str(log)], rule="train", wildcards={}, threads=1, config={}, output=[])
     with getattr(job, frame)(snakemake):
         print("the job's own output")
     lines = log.read_text().splitlines()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from contrastlab.paths import snakemake_record, write_json
 from contrastlab.workflow import recovery
 from contrastlab.workflow.recovery import (
     RUN_VARIABLE,
@@ -248,13 +249,15 @@ def test_a_rerun_waits_for_the_slurm_jobs_of_a_killed_run(tmp_path, monkeypatch,
     held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
     record = {**this_machine(), "pid": _ended_pid(), "start_time": "7", "locks": [recovery._digest(held)]}
     path = _record(results, recovery._record_path(results, recovery._run_id(record)).stem, **record)
-    label = "rule train nie2023/tiny-bert/cl/seed42"
+    label, other = "rule train nie2023/tiny-bert/cl/seed42", "rule train nie2023/tiny-bert/dcl/seed42"
+    output = f"{results}/checkpoints/nie2023/tiny-bert/dcl/seed42/model"
     monkeypatch.setenv(RUN_VARIABLE, recovery._run_id(record))
     monkeypatch.setenv("SLURM_JOB_ID", "12345")
-    with recovery.slurm_job_noted(results, label):  # noted while it runs, not once it ended
-        assert json.loads((path.with_suffix(".slurm") / "12345.json").read_text()) == {"job": label}
-    assert not list(path.with_suffix(".slurm").iterdir())
-    killed = recovery.slurm_job_noted(results, label)  # killed with its controller: never left
+    with recovery.slurm_job_noted(results, other, [output]):  # noted while it runs, then its outputs
+        (ended,) = path.with_suffix(".slurm").glob("12345.*.json")
+        assert json.loads(ended.read_text()) == {"job": other}
+    assert json.loads(ended.read_text()) == {"job": other, "ended": [output]}
+    killed = recovery.slurm_job_noted(results, label)  # its group's other job, killed with its controller
     killed.__enter__()
 
     _squeue(tmp_path, monkeypatch, 'echo "$@" > "$(dirname "$0")/asked"; echo 12345')
@@ -276,8 +279,37 @@ def test_a_rerun_waits_for_the_slurm_jobs_of_a_killed_run(tmp_path, monkeypatch,
     _squeue(tmp_path, monkeypatch, "exit 0")  # it ended: recovered as before
     (note,) = recover_killed_run(str(results), tmp_path)
     assert "was killed; removed its 1 stale lock file(s)" in note and not path.with_suffix(".slurm").exists()
+    assert note.endswith("will be rerun (and 1 SLURM job(s) it did not record)") and _marked(tmp_path, output)
     with pytest.raises(SystemExit, match="was killed and a later run took over"):  # was queued, starts now
         recovery.slurm_job_noted(results, label).__enter__()
+
+
+def _marked(workdir: Path, key: str) -> bool:
+    """Whether Snakemake's own reading of ``workdir/.snakemake/incomplete`` finds ``key`` marked."""
+    from snakemake.persistence.file import FilePersistence
+
+    persistence = FilePersistence.__new__(FilePersistence)  # only its markers: no DAG, no workflow
+    persistence._max_len, persistence._incomplete_cache = None, None
+    persistence._incomplete_path = str(workdir / ".snakemake" / "incomplete")
+    return persistence._filter_incomplete_keys([key]) == {key}
+
+
+@pytest.mark.fault(
+    "under SLURM a job ended and cleared its incomplete mark, and its Snakemake was SIGKILLed before it "
+    "recorded the outputs; the same command again",
+    "its outputs are marked incomplete again, so the job reruns (a training job only re-exports) and is "
+    "recorded; a job Snakemake recorded, or one still running, is not marked",
+)
+def test_a_slurm_job_that_ended_unrecorded_runs_again(tmp_path, observed):
+    notes = tmp_path / "results" / "state" / "runs" / "run.slurm"
+    write_json(notes / "1.aa.json", {"job": "rule train a", "ended": ["results/a/model", "results/a/log"]})
+    write_json(notes / "1.bb.json", {"job": "rule train b", "ended": ["results/b/model"]})
+    write_json(notes / "2.cc.json", {"job": "rule train c"})  # still running: squeue's (above)
+    write_json(snakemake_record(tmp_path / ".snakemake" / "metadata", "results/b/model"), {"rule": "train"})
+    assert recovery._mark_unrecorded(notes, tmp_path) == 1
+    assert _marked(tmp_path, "results/a/model") and _marked(tmp_path, "results/a/log")
+    assert not _marked(tmp_path, "results/b/model")
+    observed("results/a/model and results/a/log marked incomplete; results/b/model (recorded) not")
 
 
 def test_a_local_job_in_its_runs_own_allocation_is_not_noted(tmp_path, monkeypatch):

@@ -16,7 +16,6 @@ not looked for: reading every checkpoint at every start would cost minutes on a 
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import shutil
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.artifacts import recorded_sha256, sha256_file
-from contrastlab.paths import read_json, write_json
+from contrastlab.paths import read_json, snakemake_record, write_json
 from contrastlab.workflow.failures import job_results_dir, snakemake_dict
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
@@ -201,19 +200,6 @@ def read_only_problem(outputs: Iterable[str | os.PathLike]) -> str | None:
 _STATE_INFO = "state.json"
 
 
-def _marker(incomplete: Path, key: str) -> Path:
-    """Snakemake's file persistence's marker path of ``key`` in ``incomplete``: the key's urlsafe base64,
-    cut into parts of at most the file system's name length less one, each but the last with a leading
-    ``@`` (snakemake.persistence.file's ``_record_path``)."""
-    try:
-        name_max = os.pathconf(incomplete, "PC_NAME_MAX") or 255
-    except (OSError, ValueError):
-        name_max = 255
-    b64 = base64.urlsafe_b64encode(key.encode()).decode()
-    parts = [b64[i : i + name_max - 1] for i in range(0, len(b64), name_max - 1)]
-    return incomplete.joinpath(*["@" + part for part in parts[:-1]], parts[-1])
-
-
 def marked_incomplete(output: str | os.PathLike, workdir: str | os.PathLike = ".") -> bool:
     """Whether Snakemake marks ``output`` incomplete in ``<workdir>/.snakemake/incomplete``: its job was
     started and Snakemake has not recorded it as finished (a run killed between the job's end and that
@@ -226,7 +212,7 @@ def marked_incomplete(output: str | os.PathLike, workdir: str | os.PathLike = ".
     given = os.fspath(output)
     absolute = os.path.abspath(os.path.join(workdir, given))
     keys = {given, os.path.normpath(given), absolute, os.path.relpath(absolute, os.path.abspath(workdir))}
-    return any(_marker(incomplete, key).is_file() for key in keys)
+    return any(snakemake_record(incomplete, key).is_file() for key in keys)
 
 
 def forget_finished_states(

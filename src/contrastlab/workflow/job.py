@@ -101,7 +101,7 @@ def _job(snakemake: Any, *, training: bool) -> Iterator[str]:
     trusts them."""
     record, label = failure_record(snakemake), job_label(snakemake)
     with (
-        slurm_job_noted(job_results_dir(snakemake), label),  # a rerun after its run was killed waits for it
+        slurm_job_noted(job_results_dir(snakemake), label, snakemake.output),  # a killed run's rerun waits
         logged_to(
             snakemake.log[0], label, append=training, failure_record=record, run=workflow_run(snakemake)
         ),

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.artifacts import sha256_file
-from contrastlab.paths import read_json, write_json
+from contrastlab.paths import read_json, snakemake_record, write_json
 
 #: The environment variable naming the Snakemake invocation a job belongs to (set by the main process when
 #: it starts executing; local jobs inherit it, and the SLURM plugin submits with ``--export=ALL``).
@@ -136,17 +136,21 @@ def _record_path(results_dir: str | os.PathLike, run: str | None = None) -> Path
 
 
 @contextlib.contextmanager
-def slurm_job_noted(results_dir: str | os.PathLike, label: str) -> Iterator[None]:
+def slurm_job_noted(
+    results_dir: str | os.PathLike, label: str, outputs: Iterable[str] = ()
+) -> Iterator[None]:
     """Under SLURM, in a recorded run (:func:`workflow_run`): note this job's id beside its run's record
-    (``<record>.slurm/<id>.json``) while it runs, for :func:`_slurm_refusal`. A job that SLURM starts after
-    a rerun took its killed run over (the record gone) stops in one line. A local job in the allocation
-    its run itself runs in (Snakemake inside ``sbatch`` or ``salloc``) dies with its run: not noted."""
+    (``<record>.slurm/<id>.<label's hash>.json``: a SLURM job may run a group of them) while it runs, for
+    :func:`_slurm_refusal`, and once it ended, its ``outputs`` (:func:`_mark_unrecorded`). A job that SLURM
+    starts after a rerun took its killed run over (the record gone) stops in one line. A local job in the
+    allocation its run itself runs in (Snakemake inside ``sbatch`` or ``salloc``) dies with its run: not
+    noted."""
     job, run = os.environ.get("SLURM_JOB_ID"), workflow_run()
     record = _record_path(results_dir, run) if job and run else None
     if record is None or read_json(record).get("slurm_job") == job:
         yield
         return
-    note = record.with_suffix(".slurm") / f"{job}.json"
+    note = record.with_suffix(".slurm") / f"{job}.{hashlib.sha256(label.encode()).hexdigest()[:16]}.json"
     with contextlib.suppress(OSError):  # not noted: a rerun cannot see this job
         write_json(note, {"job": label})
     try:
@@ -156,15 +160,41 @@ def slurm_job_noted(results_dir: str | os.PathLike, label: str) -> Iterator[None
                 f"later run took over {results_dir}; this job stops so as not to train beside it"
             )
         yield
-    finally:
+    except BaseException:
         note.unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):
+        write_json(note, {"job": label, "ended": list(outputs)})
+
+
+def _mark_unrecorded(notes: Path, workdir: str | os.PathLike) -> int:
+    """Mark incomplete again (``.snakemake/incomplete``) the outputs of each job in ``notes`` that ended
+    (:func:`slurm_job_noted`) but has no Snakemake record: under SLURM the job clears its incomplete mark
+    itself, a moment before the controller records it, so a controller killed in between would leave a
+    finished cell that no later change of its settings reruns. Marked, the job runs again (a training job
+    only re-exports its finished state) and is recorded. Returns the number of jobs marked."""
+    snakemake_dir = Path(workdir, ".snakemake")
+    marked = 0
+    for note in sorted(notes.glob("*.json")):
+        outputs = read_json(note).get("ended") or []
+        if all(snakemake_record(snakemake_dir / "metadata", key).is_file() for key in outputs):
+            continue
+        for key in outputs:
+            slurm_job = note.name.partition(".")[0]
+            write_json(snakemake_record(snakemake_dir / "incomplete", key), {"external_jobid": slurm_job})
+        marked += 1
+    return marked
 
 
 def _slurm_refusal(results_dir: str | os.PathLike, record_path: Path) -> str | None:
     """The line refusing a rerun while ``squeue`` lists a job the killed run of ``record_path`` noted
     (:func:`slurm_job_noted`), or cannot answer; ``None`` when none is listed."""
     notes = record_path.with_suffix(".slurm")
-    jobs = {p.stem: read_json(p).get("job", "?") for p in sorted(notes.glob("*.json"))}
+    running: dict[str, list[str]] = {}
+    for path in sorted(notes.glob("*.json")):
+        if "ended" not in (note := read_json(path)):
+            running.setdefault(path.name.partition(".")[0], []).append(note.get("job", "?"))
+    jobs = {job: ", ".join(labels) for job, labels in running.items()}
     if not jobs:
         return None
     ids = ",".join(jobs)
@@ -311,14 +341,16 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
             if refusal := _slurm_refusal(results_dir, path):
                 raise SystemExit(refusal)  # its record and locks stay: the next run asks again
             removed = _remove_locks(lock_dir, record.get("locks", []))
+            unrecorded = _mark_unrecorded(path.with_suffix(".slurm"), workdir)
             path.unlink(missing_ok=True)
             shutil.rmtree(path.with_suffix(".slurm"), ignore_errors=True)
             (_checkout_list(workdir) / path.name).unlink(missing_ok=True)
             how = "ended when this host restarted (its record is of another boot)"
+            also = f" (and {unrecorded} SLURM job(s) it did not record)" if unrecorded else ""
             notes.append(
                 f"contrastlab: a run on {results_dir} (pid {record['pid']}) "
                 f"{how if _rebooted(record, machine) else 'was killed'}; removed its {removed} stale lock "
-                "file(s), its incomplete jobs will be rerun"
+                f"file(s), its incomplete jobs will be rerun{also}"
             )
     unclaimed = _unclaimed_locks(lock_dir, results_dir, workdir, machine)
     for lock_file in unclaimed:
