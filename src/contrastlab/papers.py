@@ -207,8 +207,24 @@ def paper_of(name: str) -> str:
     return re.split(r"[/_-]", name, maxsplit=1)[0]
 
 
+def _load_or_say() -> tuple[Paper, ...]:
+    """:func:`load_papers` at import. A record in the wrong shape still raises its ``ValueError`` for whatever
+    catches it (Snakemake's profile hook, a test); a command that lets it through (make plan, add-seeds,
+    publish, ``python -m ...``) ends in that one line instead of a traceback, its status still 1."""
+    try:
+        return load_papers()
+    except ValueError as error:
+        failure, former = error, sys.excepthook  # (``error`` is unbound after the except block)
+        sys.excepthook = lambda kind, value, trace: (
+            print(f"contrastlab: {value}", file=sys.stderr)
+            if value is failure
+            else former(kind, value, trace)
+        )
+        raise
+
+
 #: The papers, in the report's (and the README's) order.
-PAPERS: tuple[Paper, ...] = load_papers()
+PAPERS: tuple[Paper, ...] = _load_or_say()
 #: Registry of every table the pipeline can regenerate, in report order: each paper's tables, the papers in
 #: theirs (re-exported by :mod:`contrastlab.tables`).
 TABLES: dict[str, TableSpec] = {table.name: table for paper in PAPERS for table in paper.tables}
