@@ -224,6 +224,12 @@ def test_a_paper_file_in_the_wrong_shape_stops_with_one_line(tmp_path):
     _paper_file(tmp_path, "b2021", "order: 2\nname: B 2021\ncitation: {}\ntables: []\n")  # was a KeyError
     with pytest.raises(ValueError, match=r"b2021.yaml: its record is not in docs/adding-a-paper.md's shape"):
         papers.load_papers(tmp_path)
+    _paper_file(tmp_path, "b2021", "order: 2\ntables: [\n")  # was PyYAML's traceback
+    with pytest.raises(
+        ValueError,
+        match=r"b2021.yaml: not valid YAML: .+ at line 3, column 1; fix it there \(docs/adding-a-paper.md\)$",
+    ):
+        papers.load_papers(tmp_path)
     figures = tmp_path / "figures"
     figures.mkdir()
     entry = "figures: {%s: {experiments: [%s], reads: %s, caption: C}}\n"

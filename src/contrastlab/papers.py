@@ -118,7 +118,14 @@ class Paper:
 def _record(path: Path) -> tuple[int, Paper]:
     """The record at the head of paper file ``path``, with its ``order``."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the Snakefile reads this
-    data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    except yaml.YAMLError as error:  # PyYAML's lines in one: the problem and where, as an editor counts
+        mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None) or error
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ValueError(
+            f"{path}: not valid YAML: {problem}{where}; fix it there (docs/adding-a-paper.md)"
+        ) from None
     try:  # a key missing, misspelt or of another kind: one line naming the file, as the checks here
         missing = [key for key in ("order", "name", "citation", "tables") if key not in data]
         if missing:
