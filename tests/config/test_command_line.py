@@ -152,14 +152,8 @@ TARGETS = (
     "plan dry-run add-seeds compare publish cards mteb-submit freeze restore monitor gpu-check gpu-bench"
 )
 RECORD_COMMANDS = {
-    **{
-        f"make {t}": make_command(t, "CONFIG=config/demo.yaml", "A=a", "B=b", "CELL=c")
-        for t in TARGETS.split()
-    },
-    **{
-        f"-m {m}": [sys.executable, "-m", f"contrastlab.{m}"]
-        for m in ("papers", "tables.deviations", "cost.rows")
-    },
+    **{t: make_command(t, "CONFIG=config/demo.yaml", "A=a", "B=b", "CELL=c") for t in TARGETS.split()},
+    **{m: [sys.executable, "-m", f"contrastlab.{m}"] for m in ("papers", "tables.deviations", "cost.rows")},
     "reproduce.py": [sys.executable, "scripts/reproduce.py", "--configfile", "config/demo.yaml"],
     "snakemake": [str(Path(sys.executable).parent / "snakemake"), "-n"],
 }
