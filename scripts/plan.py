@@ -9,14 +9,11 @@ decide at the configured seeds, and the GPU-hours of the seeds that would decide
 import argparse
 import sys
 
-try:  # a paper record in the wrong shape stops the import with a ValueError (contrastlab.papers)
-    from contrastlab import config as cl_config
-    from contrastlab.cost import calibration as cl_calibration
-    from contrastlab.cost import flops as cl_flops
-    from contrastlab.cost import plan
-    from contrastlab.report import power
-except ValueError as error:
-    sys.exit(f"contrastlab: plan: {error}")
+from contrastlab import config as cl_config
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import plan
+from contrastlab.report import power
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--configfile", default="config.yaml", help="the config to plan (default config.yaml)")

@@ -118,7 +118,14 @@ class Paper:
 def _record(path: Path) -> tuple[int, Paper]:
     """The record at the head of paper file ``path``, with its ``order``."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the Snakefile reads this
-    data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    except yaml.YAMLError as error:  # PyYAML's lines in one: the problem and where, as an editor counts
+        mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None) or error
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ValueError(
+            f"{path}: not valid YAML: {problem}{where}; fix it there (docs/adding-a-paper.md)"
+        ) from None
     try:  # a key missing, misspelt or of another kind: one line naming the file, as the checks here
         missing = [key for key in ("order", "name", "citation", "tables") if key not in data]
         if missing:
@@ -207,8 +214,24 @@ def paper_of(name: str) -> str:
     return re.split(r"[/_-]", name, maxsplit=1)[0]
 
 
+def _load_or_say() -> tuple[Paper, ...]:
+    """:func:`load_papers` at import. A record in the wrong shape still raises its ``ValueError`` for whatever
+    catches it (Snakemake's profile hook, a test); a command that lets it through (make plan, add-seeds,
+    publish, ``python -m ...``) ends in that one line instead of a traceback, its status still 1."""
+    try:
+        return load_papers()
+    except ValueError as error:
+        failure, former = error, sys.excepthook  # (``error`` is unbound after the except block)
+        sys.excepthook = lambda kind, value, trace: (
+            print(f"contrastlab: {value}", file=sys.stderr)
+            if value is failure
+            else former(kind, value, trace)
+        )
+        raise
+
+
 #: The papers, in the report's (and the README's) order.
-PAPERS: tuple[Paper, ...] = load_papers()
+PAPERS: tuple[Paper, ...] = _load_or_say()
 #: Registry of every table the pipeline can regenerate, in report order: each paper's tables, the papers in
 #: theirs (re-exported by :mod:`contrastlab.tables`).
 TABLES: dict[str, TableSpec] = {table.name: table for paper in PAPERS for table in paper.tables}

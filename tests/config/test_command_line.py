@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,34 @@ def test_make_plan_names_the_value_as_the_user_typed_it(value, said):
     """In one line, naming the value (not the config key it stands for, ``resources.gpu_model``)."""
     done = _make("plan", "CONFIG=config/demo.yaml", value)
     assert done.returncode != 0 and done.stderr.startswith(f"contrastlab: plan: {said}"), done.stderr
+
+
+#: Every user command that imports the records, as the user types it: the Makefile's targets that run Python
+#: (CONFIG=config/demo.yaml), the modules the docs run with ``python -m``, DVC's stage and Snakemake.
+TARGETS = (
+    "plan dry-run add-seeds compare publish cards mteb-submit freeze restore monitor gpu-check gpu-bench"
+)
+RECORD_COMMANDS = {
+    **{t: make_command(t, "CONFIG=config/demo.yaml", "A=a", "B=b", "CELL=c") for t in TARGETS.split()},
+    **{m: [sys.executable, "-m", f"contrastlab.{m}"] for m in ("papers", "tables.deviations", "cost.rows")},
+    "reproduce.py": [sys.executable, "scripts/reproduce.py", "--configfile", "config/demo.yaml"],
+    "snakemake": [str(Path(sys.executable).parent / "snakemake"), "-n"],
+}
+
+
+@pytest.mark.parametrize("command", RECORD_COMMANDS.values(), ids=RECORD_COMMANDS)
+def test_a_record_naming_another_papers_experiment_stops_every_command_in_one_line(tmp_path, command):
+    """Each stops as it imports the records, with the record's one line (they printed a traceback; Snakemake
+    its usage), besides make's own ``make: ***`` line and Snakemake's naming its profile."""
+    shutil.copytree(REPO_ROOT / "src/contrastlab", tmp_path / "contrastlab")  # the library
+    record = tmp_path / "contrastlab/report/claims/macl.yaml"
+    text = record.read_text(encoding="utf-8")
+    record.write_text(text.replace("experiment: macl,", "experiment: nie2023,", 1), encoding="utf-8")
+    line = f"{record}: table 'macl_table3': its experiment 'nie2023' must be named macl or macl_<study>"
+    env = {**make_env(), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    own = [said for said in done.stderr.splitlines() if not said.startswith(("make: *** ", "Using workflow"))]
+    assert done.returncode != 0 and own == [f"contrastlab: {line}"], done.stderr[-3000:]
 
 
 PROFILE_LINE = "Using workflow specific profile {} for setting default command line arguments."
