@@ -1,6 +1,6 @@
 """Figures read from what the sentence cells already write: Nie et al. 2023, Fig. 1.
 
-- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B test set (the paper: dev), coloured
+- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B dev set (as the paper), coloured
   by STS.Avg, from the cells' ``senteval.json`` (Wang & Isola's measures).
 - Fig. 1b-d: per loss, on the training side the batch loss and, with ``analysis_every`` on, L_cl
   (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences; on the dev side
@@ -22,6 +22,7 @@ import pandas as pd
 
 from contrastlab.figures.style import PALETTE, figure, house_style, note, save
 from contrastlab.paths import read_metrics
+from contrastlab.senteval.protocol import ALIGNMENT_SPLIT
 
 __all__ = [
     "CURVE_SERIES",
@@ -72,14 +73,21 @@ def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = N
 
 def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.DataFrame:
     """One row per evaluated cell of ``experiment``: backbone, method, seed, alignment, uniformity,
-    sts_avg (cells whose metrics lack the measures are skipped)."""
-    rows = []
+    sts_avg (cells whose metrics lack the measures are skipped). A cell evaluated before they moved to
+    STS-B dev (no ``alignment_split``: test) is left out too; ``attrs["test_split"]`` names those."""
+    rows, stale = [], []
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = read_metrics(path)
         measures = [metrics.get(k) for k in ("alignment", "uniformity", "sts_avg")]
-        if None not in measures:
+        if None in measures:
+            continue
+        if metrics.get("alignment_split", "test") == ALIGNMENT_SPLIT:
             rows.append((backbone, method, seed, *map(float, measures)))
-    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
+        else:
+            stale.append(f"{backbone}/{method}/seed{seed}")
+    frame = pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
+    frame.attrs["test_split"] = stale
+    return frame
 
 
 def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -201,7 +209,12 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
         if scatter is not None:
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
             ax.legend(loc="best")
-        else:
+        stale = frame.attrs.get("test_split", [])
+        if stale:  # one line in the figure and its job's log
+            line = f"{len(stale)} cells left out (on STS-B test): rerun them with --forcerun evaluate"
+            print(f"Fig. 1a: {line}: {', '.join(stale)}")
+            ax.set_title(line, fontsize=5)
+        elif scatter is None:
             note(ax, "no evaluated cells yet")
         return save(fig, stem, frame)
 
