@@ -79,14 +79,11 @@ def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = read_metrics(path)
         measures = [metrics.get(k) for k in ("alignment", "uniformity", "sts_avg")]
-        if None in measures:
-            continue
-        if metrics.get("alignment_split", "test") == ALIGNMENT_SPLIT:
-            rows.append((backbone, method, seed, *map(float, measures)))
-        else:
-            stale.append(f"{backbone}/{method}/seed{seed}")
+        if None not in measures:
+            on_dev = metrics.get("alignment_split", "test") == ALIGNMENT_SPLIT
+            (rows if on_dev else stale).append((backbone, method, seed, *map(float, measures)))
     frame = pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
-    frame.attrs["test_split"] = stale
+    frame.attrs["test_split"] = [f"{b}/{m}/seed{s}" for b, m, s, *_ in stale]
     return frame
 
 
