@@ -53,15 +53,16 @@ def results(tmp_path):
 
 def test_alignment_uniformity_points_per_checkpoint(results, tmp_path, capsys):
     frame = alignment_uniformity_frame(results / "metrics", "nie2023")
-    assert len(frame) == 4 and set(frame["method"]) == {"cl", "dcl"}  # without measures, or on test: out
+    assert len(frame) == 5 and set(frame["method"]) == {"cl", "dcl", "mpt"}  # the cell without measures: out
     assert frame.set_index(["method", "seed"]).loc[("cl", 43), "sts_avg"] == 77.0
-    assert frame.attrs["test_split"] == ["bert-base/mpt/seed42"]
+    assert frame.groupby("split")["method"].apply(list).to_dict() == {
+        "dev": ["cl"] * 2 + ["dcl"] * 2,
+        "test": ["mpt"],
+    }
     written = plot_alignment_uniformity(frame, tmp_path / "au")
     assert_nontrivial_png(written[0])
-    assert "1 cells left out (on STS-B test): rerun them with --forcerun evaluate: bert-base/mpt/seed42" in (
-        capsys.readouterr().out
-    )
-    assert "mpt" not in written[2].read_text()  # the CSV the claim reads: dev only
+    left_out = "1 cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate:"
+    assert f"Fig. 1a: {left_out} bert-base/mpt/seed42" in capsys.readouterr().out
 
 
 def test_training_curves_average_seeds_per_step(results, tmp_path):

@@ -73,18 +73,18 @@ def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = N
 
 def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.DataFrame:
     """One row per evaluated cell of ``experiment``: backbone, method, seed, alignment, uniformity,
-    sts_avg (cells whose metrics lack the measures are skipped). A cell evaluated before they moved to
-    STS-B dev (no ``alignment_split``: test) is left out too; ``attrs["test_split"]`` names those."""
-    rows, stale = [], []
+    sts_avg and the STS-B split they were measured on (cells whose metrics lack the measures are skipped;
+    a cell evaluated before they moved to dev, without ``alignment_split``, measured them on test)."""
+    rows = []
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = read_metrics(path)
         measures = [metrics.get(k) for k in ("alignment", "uniformity", "sts_avg")]
         if None not in measures:
-            on_dev = metrics.get("alignment_split", "test") == ALIGNMENT_SPLIT
-            (rows if on_dev else stale).append((backbone, method, seed, *map(float, measures)))
-    frame = pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
-    frame.attrs["test_split"] = [f"{b}/{m}/seed{s}" for b, m, s, *_ in stale]
-    return frame
+            rows.append(
+                (backbone, method, seed, *map(float, measures), metrics.get("alignment_split", "test"))
+            )
+    columns = ["backbone", "method", "seed", "alignment", "uniformity", "sts_avg", "split"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -175,20 +175,23 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
 
 def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Nie Fig. 1 (left): ℓ_uniform (x) against ℓ_align (y) per checkpoint, colour = STS.Avg, one
-    marker per backbone, each point labelled with its loss; lower-left is "better" by both measures."""
+    marker per backbone, each point labelled with its loss; lower-left is "better" by both measures. The
+    cells measured on another split than :data:`ALIGNMENT_SPLIT` are left out, and named."""
     markers = "osD^vP*X"
+    stale = frame[frame["split"] != ALIGNMENT_SPLIT]
+    on_dev = frame[frame["split"] == ALIGNMENT_SPLIT]
     with house_style():
         fig, axes = figure(1, 1, width="column", aspect=0.85)
         ax = axes[0, 0]
         scatter = None
-        for i, (backbone, part) in enumerate(frame.groupby("backbone", sort=True)):
+        for i, (backbone, part) in enumerate(on_dev.groupby("backbone", sort=True)):
             scatter = ax.scatter(
                 part["uniformity"],
                 part["alignment"],
                 c=part["sts_avg"],
                 cmap="viridis",
-                vmin=frame["sts_avg"].min(),
-                vmax=frame["sts_avg"].max(),
+                vmin=on_dev["sts_avg"].min(),
+                vmax=on_dev["sts_avg"].max(),
                 marker=markers[i % len(markers)],
                 edgecolors="black",
                 linewidths=0.3,
@@ -206,10 +209,14 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
         if scatter is not None:
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
             ax.legend(loc="best")
-        stale = frame.attrs.get("test_split", [])
-        if stale:  # one line in the figure and its job's log
-            line = f"{len(stale)} cells left out (on STS-B test): rerun them with --forcerun evaluate"
-            print(f"Fig. 1a: {line}: {', '.join(stale)}")
+        if len(stale):  # one line in the figure and its job's log
+            line = (
+                f"{len(stale)} cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate"
+            )
+            print(
+                f"Fig. 1a: {line}:",
+                ", ".join(f"{r.backbone}/{r.method}/seed{r.seed}" for r in stale.itertuples()),
+            )
             ax.set_title(line, fontsize=5)
         elif scatter is None:
             note(ax, "no evaluated cells yet")
