@@ -55,10 +55,7 @@ def test_alignment_uniformity_points_per_checkpoint(results, tmp_path, capsys):
     frame = alignment_uniformity_frame(results / "metrics", "nie2023")
     assert len(frame) == 5 and set(frame["method"]) == {"cl", "dcl", "mpt"}  # the cell without measures: out
     assert frame.set_index(["method", "seed"]).loc[("cl", 43), "sts_avg"] == 77.0
-    assert frame.groupby("split")["method"].apply(list).to_dict() == {
-        "dev": ["cl"] * 2 + ["dcl"] * 2,
-        "test": ["mpt"],
-    }
+    assert frame.loc[frame["split"] != "dev", "method"].tolist() == ["mpt"]  # evaluated before the move
     written = plot_alignment_uniformity(frame, tmp_path / "au")
     assert_nontrivial_png(written[0])
     left_out = "1 cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate:"
