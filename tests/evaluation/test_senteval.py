@@ -12,6 +12,7 @@ from contrastlab.evaluation.probe import senteval as senteval_probe
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval import tasks as T
 from contrastlab.senteval.tasks import load_sts_pairs, load_sts_subsets
+from tests.evaluation.conftest import CountingEncoder
 
 
 def test_one_encode_call_with_unique_sentences(fixture_dir, encoder):
@@ -66,7 +67,7 @@ def test_embedding_cache(fixture_dir, encoder, tmp_path):
 
 def test_alignment_uniformity_matches_definition(fixture_dir, encoder):
     align, unif = S.alignment_uniformity(encoder, fixture_dir)
-    pairs = load_sts_pairs(fixture_dir, "STSBenchmark", "test")
+    pairs = load_sts_pairs(fixture_dir, "STSBenchmark", "dev")  # Nie Fig. 1a's split (§3.1)
 
     def unit(x):
         return x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -78,6 +79,21 @@ def test_alignment_uniformity_matches_definition(fixture_dir, encoder):
     z = unit(encoder(sorted(set(pairs.a) | set(pairs.b)))).astype(np.float64)
     i, j = np.triu_indices(len(z), 1)
     assert unif == pytest.approx(np.log(np.mean(np.exp(-2 * np.sum((z[i] - z[j]) ** 2, 1)))), rel=1e-6)
+
+
+def test_evaluate_checkpoint_measures_stsb_dev_after_the_tasks_encoding(
+    fixture_dir, encoder, monkeypatch, tmp_path
+):
+    """Alignment/uniformity on STS-B dev, named in the metrics; its sentences in a second encode call, so
+    the tasks' embeddings (and scores) are those of an evaluation without them."""
+    monkeypatch.setattr(S, "_lazy_encoder", lambda *args, **kwargs: encoder)
+    metrics = S.evaluate_checkpoint(tmp_path, fixture_dir, ["STSBenchmark"], "fasttest")
+    measured = (metrics["alignment"], metrics["uniformity"], metrics["alignment_split"])
+    dev, test = (S.alignment_uniformity(CountingEncoder(), fixture_dir, split=s) for s in ("dev", "test"))
+    assert measured == (*dev, "dev") and dev != test
+    assert encoder.calls[0] == T.task_sentences(fixture_dir, ["STSBenchmark"], "fasttest")
+    pairs = load_sts_pairs(fixture_dir, "STSBenchmark", "dev")
+    assert sorted(encoder.calls[1]) == sorted(set(pairs.a + pairs.b) - set(encoder.calls[0]))
 
 
 def test_inner_kfold_uses_k_and_first_best_l2():

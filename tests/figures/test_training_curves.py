@@ -14,6 +14,8 @@ from contrastlab.figures.training_curves import (
 )
 from tests.images import assert_nontrivial_png
 
+DEV = {"alignment_split": "dev"}  # a record since alignment/uniformity moved to STS-B dev
+
 
 @pytest.fixture
 def results(tmp_path):
@@ -23,7 +25,7 @@ def results(tmp_path):
             metrics = tmp_path / "metrics" / cell / "senteval.json"
             metrics.parent.mkdir(parents=True)
             metrics.write_text(
-                json.dumps({"alignment": align, "uniformity": uniform, "sts_avg": sts + seed - 42})
+                json.dumps({"alignment": align, "uniformity": uniform, "sts_avg": sts + seed - 42} | DEV)
             )
             log = tmp_path / "checkpoints" / cell / "train_log.jsonl"
             log.parent.mkdir(parents=True)
@@ -43,15 +45,21 @@ def results(tmp_path):
     skipped = tmp_path / "metrics" / "nie2023" / "bert-base" / "au" / "seed42" / "senteval.json"
     skipped.parent.mkdir(parents=True)
     skipped.write_text(json.dumps({"alignment": None, "uniformity": -1.0, "sts_avg": 70.0}))
+    on_test = tmp_path / "metrics" / "nie2023" / "bert-base" / "mpt" / "seed42" / "senteval.json"
+    on_test.parent.mkdir(parents=True)  # evaluated before alignment/uniformity moved to STS-B dev
+    on_test.write_text(json.dumps({"alignment": 0.3, "uniformity": -2.0, "sts_avg": 75.0}))
     return tmp_path
 
 
-def test_alignment_uniformity_points_per_checkpoint(results, tmp_path):
+def test_alignment_uniformity_points_per_checkpoint(results, tmp_path, capsys):
     frame = alignment_uniformity_frame(results / "metrics", "nie2023")
-    assert len(frame) == 4 and set(frame["method"]) == {"cl", "dcl"}  # the cell without measures is skipped
+    assert len(frame) == 5 and set(frame["method"]) == {"cl", "dcl", "mpt"}  # the cell without measures: out
     assert frame.set_index(["method", "seed"]).loc[("cl", 43), "sts_avg"] == 77.0
+    assert frame.loc[frame["split"] != "dev", "method"].tolist() == ["mpt"]  # evaluated before the move
     written = plot_alignment_uniformity(frame, tmp_path / "au")
     assert_nontrivial_png(written[0])
+    left_out = "1 cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate:"
+    assert f"Fig. 1a: {left_out} bert-base/mpt/seed42" in capsys.readouterr().out
 
 
 def test_training_curves_average_seeds_per_step(results, tmp_path):

@@ -6,10 +6,11 @@ the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets); the 
 (:mod:`contrastlab.evaluation.probe`) replicates SentEval's cross-validation and training step for step,
 batched: 0.00 points off on the reference encoder.
 
-Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
-on-disk embedding cache shared by STS and transfer tasks. The workflow splits a checkpoint's evaluation
-there: :func:`encode_checkpoint` fills the cache in a GPU job (rule ``encode``), :func:`evaluate_checkpoint`
-fits the probes from it in a CPU job (rule ``evaluate``), same numbers.
+Every unique sentence of the requested tasks is encoded in one ``encode`` call (the STS-B sentences of
+alignment/uniformity not among them in a second), optionally through an on-disk embedding cache shared
+by STS and transfer tasks. The workflow splits a checkpoint's evaluation there: :func:`encode_checkpoint`
+fills the cache in a GPU job (rule ``encode``), :func:`evaluate_checkpoint` fits the probes from it in a
+CPU job (rule ``evaluate``), same numbers.
 """
 
 from __future__ import annotations
@@ -178,15 +179,25 @@ def _embed_all(
     return EmbeddingCache(cache_dir, cache_key or "encode").get(sentences, encode)
 
 
-def _task_inputs(
-    data_dir: str | Path, tasks: Iterable[str], mode: str, extra_sentences: Iterable[str] = ()
-) -> tuple[dict[str, Any], list[str]]:
-    """The loaded ``tasks`` and every unique sentence to encode (theirs and ``extra_sentences``),
-    shortest first: the one list, in the one order, that an evaluation encodes (so that an encoding
-    made in a separate job, :func:`encode_checkpoint`, is the same arrays)."""
+def _embed_inputs(
+    encode: Encode, sentences: list[str], extra: Iterable[str], cache_dir: str | Path | None, key: str | None
+) -> tuple[list[str], np.ndarray]:
+    """``sentences`` embedded in one ``encode`` call, then the ``extra`` ones not among them (the STS-B
+    split of alignment/uniformity) in a second: the tasks' embeddings do not depend on ``extra``."""
+    more = sorted(set(extra) - set(sentences), key=lambda s: (len(s), s))
+    embeddings = _embed_all(encode, sentences, cache_dir, key)
+    if more:
+        embeddings = np.concatenate([embeddings, _embed_all(encode, more, cache_dir, key)])
+    return sentences + more, embeddings
+
+
+def _task_inputs(data_dir: str | Path, tasks: Iterable[str], mode: str) -> tuple[dict[str, Any], list[str]]:
+    """The loaded ``tasks`` and every unique sentence to encode, shortest first: the one list, in the
+    one order, that an evaluation encodes (so that an encoding made in a separate job,
+    :func:`encode_checkpoint`, is the same arrays)."""
     mode = P.check_mode(mode)
     loaded = {task: load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
-    unique = set(extra_sentences).union(*map(sentences_in, loaded.values()))
+    unique = set().union(*map(sentences_in, loaded.values()))
     return loaded, sorted(unique, key=lambda s: (len(s), s))
 
 
@@ -200,9 +211,9 @@ def _evaluate(
     cache_key: str | None = None,
     extra_sentences: Iterable[str] = (),
 ) -> dict[str, Any]:
-    loaded, sentences = _task_inputs(data_dir, tasks, mode, extra_sentences)
+    loaded, sentences = _task_inputs(data_dir, tasks, mode)
     start = time.perf_counter()
-    embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
+    sentences, embeddings = _embed_inputs(encode, sentences, extra_sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
     lookup = lookup_from(sentences, embeddings)
     # scores: the STS Spearman and the transfer test accuracy (acc) of every task; devacc: the transfer
@@ -242,7 +253,7 @@ def alignment_uniformity(
     encode_or_embeddings: Encode | Lookup,
     data_dir: str | Path,
     *,
-    split: str = "test",
+    split: str = P.ALIGNMENT_SPLIT,
     min_score: float = P.ALIGNMENT_MIN_SCORE,
     t: float = P.UNIFORMITY_T,
 ) -> tuple[float, float]:
@@ -382,18 +393,18 @@ def encode_checkpoint(
     device: str | None = None,
 ) -> dict[str, Any]:
     """The encoding half of :func:`evaluate_checkpoint`: every sentence it needs for ``tasks`` in
-    ``mode`` (and the STS-B test pairs), encoded on ``device`` into ``cache_dir`` as it would encode
-    them. ``evaluate_checkpoint(..., cache_dir=cache_dir)`` then fits the probes from the cache, without
-    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes. Returns
-    what the encoding was (the job writes it as :data:`ENCODING_RECORD`)."""
+    ``mode`` (and the STS-B pairs of alignment/uniformity), encoded on ``device`` into ``cache_dir`` as
+    it would encode them. ``evaluate_checkpoint(..., cache_dir=cache_dir)`` then fits the probes from
+    the cache, without loading the model, with the numbers of a single call: a GPU job encodes, a CPU
+    job probes. Returns what the encoding was (the job writes it as :data:`ENCODING_RECORD`)."""
     import torch
 
-    stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
-    _, sentences = _task_inputs(data_dir, tasks, mode, stsb.a + stsb.b)
+    stsb = load_sts_pairs(data_dir, "STSBenchmark", P.ALIGNMENT_SPLIT)
+    _, sentences = _task_inputs(data_dir, tasks, mode)
     key = checkpoint_fingerprint(model_dir, pooling)
     encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
     start = time.perf_counter()
-    _embed_all(encode, sentences, Path(cache_dir) / key, key)
+    sentences, _ = _embed_inputs(encode, sentences, stsb.a + stsb.b, Path(cache_dir) / key, key)
     encode_s = time.perf_counter() - start
     resolved = pick_device(device)
     return {
@@ -440,14 +451,15 @@ def evaluate_checkpoint(
     """Evaluate a Hugging Face checkpoint; returns the metrics-file dict of contracts.md (the transfer
     probe named as :data:`PROBE`).
 
-    STS-B test sentences are always encoded too (alignment/uniformity), within the same single
-    ``encode`` call. With ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.
+    The STS-B :data:`~contrastlab.senteval.protocol.ALIGNMENT_SPLIT` (dev) sentences are always encoded
+    too (alignment/uniformity; those not among the tasks' in a second ``encode`` call). With
+    ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.
     ``encode_missing=False`` (the probe job after :func:`encode_checkpoint`): sentences missing from
     the cache raise ``ValueError`` instead of being encoded.
     """
     tasks = P.check_tasks(tasks)
     mode = P.check_mode(mode)
-    stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
+    stsb = load_sts_pairs(data_dir, "STSBenchmark", P.ALIGNMENT_SPLIT)
     key = checkpoint_fingerprint(model_dir, pooling)
     if encode_missing:
         encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
@@ -464,7 +476,7 @@ def evaluate_checkpoint(
     )
     scores, devacc, seconds = result["scores"], result["devacc"], result["seconds"]
     start = time.perf_counter()
-    alignment, uniformity = alignment_uniformity(result["lookup"], data_dir)
+    alignment, uniformity = alignment_uniformity(result["lookup"], data_dir, split=P.ALIGNMENT_SPLIT)
     align_s = time.perf_counter() - start
     return {
         "training": trained_with(model_dir),
@@ -475,6 +487,7 @@ def evaluate_checkpoint(
         "tr_devacc_avg": _group_mean(devacc, P.TRANSFER_TASKS),
         "alignment": alignment,
         "uniformity": uniformity,
+        "alignment_split": P.ALIGNMENT_SPLIT,
         "mode": mode,
         "pooling": pooling,
         "probe": PROBE,

@@ -1,6 +1,6 @@
 """Figures read from what the sentence cells already write: Nie et al. 2023, Fig. 1.
 
-- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B test set (the paper: dev), coloured
+- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B dev set (as the paper), coloured
   by STS.Avg, from the cells' ``senteval.json`` (Wang & Isola's measures).
 - Fig. 1b-d: per loss, on the training side the batch loss and, with ``analysis_every`` on, L_cl
   (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences; on the dev side
@@ -22,6 +22,7 @@ import pandas as pd
 
 from contrastlab.figures.style import PALETTE, figure, house_style, note, save
 from contrastlab.paths import read_metrics
+from contrastlab.senteval.protocol import ALIGNMENT_SPLIT
 
 __all__ = [
     "CURVE_SERIES",
@@ -72,14 +73,18 @@ def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = N
 
 def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.DataFrame:
     """One row per evaluated cell of ``experiment``: backbone, method, seed, alignment, uniformity,
-    sts_avg (cells whose metrics lack the measures are skipped)."""
+    sts_avg and the STS-B split they were measured on (cells whose metrics lack the measures are skipped;
+    a cell evaluated before they moved to dev, without ``alignment_split``, measured them on test)."""
     rows = []
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = read_metrics(path)
         measures = [metrics.get(k) for k in ("alignment", "uniformity", "sts_avg")]
         if None not in measures:
-            rows.append((backbone, method, seed, *map(float, measures)))
-    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
+            rows.append(
+                (backbone, method, seed, *map(float, measures), metrics.get("alignment_split", "test"))
+            )
+    columns = ["backbone", "method", "seed", "alignment", "uniformity", "sts_avg", "split"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -170,20 +175,23 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
 
 def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Nie Fig. 1 (left): ℓ_uniform (x) against ℓ_align (y) per checkpoint, colour = STS.Avg, one
-    marker per backbone, each point labelled with its loss; lower-left is "better" by both measures."""
+    marker per backbone, each point labelled with its loss; lower-left is "better" by both measures. The
+    cells measured on another split than :data:`ALIGNMENT_SPLIT` are left out, and named."""
     markers = "osD^vP*X"
+    stale = frame[frame["split"] != ALIGNMENT_SPLIT]
+    on_dev = frame[frame["split"] == ALIGNMENT_SPLIT]
     with house_style():
         fig, axes = figure(1, 1, width="column", aspect=0.85)
         ax = axes[0, 0]
         scatter = None
-        for i, (backbone, part) in enumerate(frame.groupby("backbone", sort=True)):
+        for i, (backbone, part) in enumerate(on_dev.groupby("backbone", sort=True)):
             scatter = ax.scatter(
                 part["uniformity"],
                 part["alignment"],
                 c=part["sts_avg"],
                 cmap="viridis",
-                vmin=frame["sts_avg"].min(),
-                vmax=frame["sts_avg"].max(),
+                vmin=on_dev["sts_avg"].min(),
+                vmax=on_dev["sts_avg"].max(),
                 marker=markers[i % len(markers)],
                 edgecolors="black",
                 linewidths=0.3,
@@ -201,7 +209,16 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
         if scatter is not None:
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
             ax.legend(loc="best")
-        else:
+        if len(stale):  # one line in the figure and its job's log
+            line = (
+                f"{len(stale)} cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate"
+            )
+            print(
+                f"Fig. 1a: {line}:",
+                ", ".join(f"{r.backbone}/{r.method}/seed{r.seed}" for r in stale.itertuples()),
+            )
+            ax.set_title(line, fontsize=5)
+        elif scatter is None:
             note(ax, "no evaluated cells yet")
         return save(fig, stem, frame)
 

@@ -159,6 +159,9 @@ COUNTS_MANIFEST = "contrastlab-counts.json"
 # with gold score >= 4 are positives; uniformity uses t = 2. Embeddings are L2-normalised first.
 ALIGNMENT_MIN_SCORE = 4.0
 UNIFORMITY_T = 2.0
+# Their split, as Nie's Fig. 1a ("on STS-B development set", §3.1); a metrics file names it under
+# "alignment_split" (one without the key measured them on test).
+ALIGNMENT_SPLIT = "dev"
 
 
 def check_tasks(tasks) -> tuple[str, ...]:
