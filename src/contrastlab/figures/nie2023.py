@@ -372,7 +372,7 @@ def fig1a(results: Results, stem: str | Path, experiments: Sequence[str], points
 
 @registry.figure("nie2023/training_curves")
 def fig1bd(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
-    """Nie Fig. 1b-d (in part): the training curves of every loss."""
+    """Nie Fig. 1b-d: the training curves of every loss, training side and dev side."""
     return tc.plot_training_curves(tc.curves_frame(results.checkpoint(), experiments[0]), stem)
 
 

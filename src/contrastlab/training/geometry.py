@@ -3,8 +3,8 @@ Nie Fig. 1b-d (train side) and Fig. 3b-e, measured on a fixed probe set of corpu
 
 :func:`probe_statistics` (every ``analysis_every`` steps, off by default) encodes the probe as Li et al.'s
 ``statistics.py`` does: every sentence twice with dropout on, in batches of ``batch`` (Li: N = 128); view
-2 is view 1's positive, the other sentences' view 2 its negatives; vectors are the head's output,
-L2-normalised, anchors view 1's rows:
+2 is view 1's positive, the other sentences' view 2 its negatives; vectors are the head's output (the
+script's: the raw [CLS], ``sent_emb``), L2-normalised, anchors view 1's rows:
 
 - ``mu_pos``, ``sigma_pos``, ``mu_neg``, ``sigma_neg``: mean and standard deviation of the angles θ_ii'
   and θ_ij' (j ≠ i) (Li Fig. 9, the N(μ, σ²) model of §3.1); ``cos_pos``, ``cos_neg``: mean cosines
