@@ -168,7 +168,7 @@ def _margin_sweep(metrics_root):
     for m, sts in ((0.1, 74.0), (0.8, 71.0)):
         path = metrics_root / "nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
+        path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0, "tr_devacc_avg": 86.0}))
     return sweep_metrics_frame(metrics_root, "nie2023_fig3", _points("nie2023_fig3"))
 
 
@@ -177,6 +177,12 @@ def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
     by_gap = geometry_logs.with_gap(by_m, results / "checkpoints", "nie2023_fig3")
     assert len(by_gap) == len(by_m) == 4 and set(by_gap["param"]) == {"d_ij"}
     assert by_gap[by_gap["method"] == "mpt-m0.1"]["value"].iloc[0] == pytest.approx(_record(20, 0.8)["d_gap"])
+    # the figure's TR.Avg is the transfer probes' devacc, which Nie's evaluation prints (Table 1's too)
+    (tmp_path / "checkpoints").symlink_to(results / "checkpoints")
+    _draw("nie2023/nie2023_fig3", tmp_path, tmp_path / "fig3")
+    drawn = pd.read_csv(tmp_path / "fig3.csv")
+    assert set(drawn["key"]) == {"sts_avg", "tr_devacc_avg"}
+    assert set(drawn.loc[drawn["key"] == "tr_devacc_avg", "score"]) == {86.0}
 
 
 # ------------------------------------------------------------------------------- sweep figures
