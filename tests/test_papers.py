@@ -230,6 +230,19 @@ def test_a_paper_file_in_the_wrong_shape_stops_with_one_line(tmp_path):
         match=r"b2021.yaml: not valid YAML: .+ at line 3, column 1; fix it there \(docs/adding-a-paper.md\)$",
     ):
         papers.load_papers(tmp_path)
+    for text, problem in (
+        ("order: 2\ndate: 2020-13-45\n", "month must be in 1..12"),  # a value PyYAML cannot build
+        ("order: 2\nname: B \x07\n", "control characters are not allowed"),  # a control character
+    ):
+        _paper_file(tmp_path, "b2021", text)
+        with pytest.raises(papers.PaperRecordError) as refused:
+            papers.load_papers(tmp_path)
+        assert problem in str(refused.value) and len(str(refused.value).splitlines()) == 1
+    (tmp_path / "b2021.yaml").write_bytes(b"order: 2\nname: B \xff\n")  # not UTF-8
+    with pytest.raises(
+        papers.PaperRecordError, match=r"b2021.yaml: not valid YAML: 'utf-8' codec can't decode"
+    ):
+        papers.load_papers(tmp_path)
     figures = tmp_path / "figures"
     figures.mkdir()
     entry = "figures: {%s: {experiments: [%s], reads: %s, caption: C}}\n"

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from contrastlab.paths import read_yaml, yaml_error_text
+
 __all__ = [
     "FIGURE_READS",
     "PAPERS",
@@ -115,30 +117,34 @@ class Paper:
     figure_kinds: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
+class PaperRecordError(ValueError):
+    """A paper file that cannot be read, or whose record is not in docs/adding-a-paper.md's shape: its
+    one line names the file and the fix."""
+
+
 def _record(path: Path) -> tuple[int, Paper]:
     """The record at the head of paper file ``path``, with its ``order``."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the Snakefile reads this
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
-    except yaml.YAMLError as error:  # PyYAML's lines in one: the problem and where, as an editor counts
-        mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None) or error
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ValueError(
-            f"{path}: not valid YAML: {problem}{where}; fix it there (docs/adding-a-paper.md)"
+    try:  # a ValueError too: not UTF-8, or a value PyYAML cannot build (a date such as 2020-13-45)
+        data = read_yaml(path)
+    except (yaml.YAMLError, ValueError) as error:
+        raise PaperRecordError(
+            f"{path}: not valid YAML: {yaml_error_text(error)}; fix it there (docs/adding-a-paper.md)"
         ) from None
     try:  # a key missing, misspelt or of another kind: one line naming the file, as the checks here
         missing = [key for key in ("order", "name", "citation", "tables") if key not in data]
         if missing:
-            raise ValueError(f"{path}: a paper file needs {', '.join(missing)} (docs/adding-a-paper.md)")
+            raise PaperRecordError(
+                f"{path}: a paper file needs {', '.join(missing)} (docs/adding-a-paper.md)"
+            )
         citation, name = data["citation"], data["name"]
         if citation.get("arxiv") and not re.fullmatch(_ARXIV_ID, str(citation["arxiv"])):
-            raise ValueError(
+            raise PaperRecordError(
                 f"{path}: arxiv must be a new-style arXiv id such as 2301.01234, got {citation['arxiv']!r}"
             )
         tables = []
         for table in data["tables"]:
             if table.get("kind") not in KINDS:
-                raise ValueError(f"{path}: table {table.get('name')!r}: kind must be one of {KINDS}")
+                raise PaperRecordError(f"{path}: table {table.get('name')!r}: kind must be one of {KINDS}")
             tables.append(TableSpec(**{**table, "title": f"{name}, {table['title']}"}))
         paper = Paper(
             key=citation["key"],
@@ -157,7 +163,7 @@ def _record(path: Path) -> tuple[int, Paper]:
             figure_kinds=dict(data.get("figure_kinds") or {}),
         )
     except (AttributeError, KeyError, TypeError) as error:
-        raise ValueError(
+        raise PaperRecordError(
             f"{path}: its record is not in docs/adding-a-paper.md's shape ({type(error).__name__}: {error})"
         ) from None
     return data["order"], paper
@@ -178,7 +184,7 @@ def _figures(path: Path, figures: dict[str, Any]) -> dict[str, FigureSpec]:
             and all(paper_of(e) == path.stem for e in experiments)
             and isinstance(figure.get("caption"), str)
         ):
-            raise ValueError(
+            raise PaperRecordError(
                 f"{path}: figure {name!r} must be named {path.stem}/<figure> and give experiments (of "
                 f"{path.stem}), reads (one of {', '.join(FIGURE_READS)}) and caption (docs/adding-a-paper.md)"
             )
@@ -187,16 +193,16 @@ def _figures(path: Path, figures: dict[str, Any]) -> dict[str, FigureSpec]:
 
 
 def load_papers(folder: Path = PAPERS_DIR) -> tuple[Paper, ...]:
-    """Every paper file's record in ``folder``, in report order; raises ``ValueError`` (one line) for two
-    papers at one place or a table's experiment named for another paper."""
+    """Every paper file's record in ``folder``, in report order; raises :class:`PaperRecordError` (one line)
+    for two papers at one place or a table's experiment named for another paper."""
     ordered = sorted((_record(path) for path in folder.glob("*.yaml")), key=lambda record: record[0])
     orders = [order for order, _ in ordered]
     if len(set(orders)) != len(orders):
-        raise ValueError(f"{folder}: two paper files share an order: {orders}")
+        raise PaperRecordError(f"{folder}: two paper files share an order: {orders}")
     for _, paper in ordered:
         for table in paper.tables:
             if paper_of(table.experiment) != paper.prefix:
-                raise ValueError(
+                raise PaperRecordError(
                     f"{paper.claims}: table {table.name!r}: its experiment {table.experiment!r} must be "
                     f"named {paper.prefix} or {paper.prefix}_<study>"
                 )
@@ -215,12 +221,13 @@ def paper_of(name: str) -> str:
 
 
 def _load_or_say() -> tuple[Paper, ...]:
-    """:func:`load_papers` at import. A record in the wrong shape still raises its ``ValueError`` for whatever
-    catches it (Snakemake's profile hook, a test); a command that lets it through (make plan, add-seeds,
-    publish, ``python -m ...``) ends in that one line instead of a traceback, its status still 1."""
+    """:func:`load_papers` at import. A record in the wrong shape still raises its
+    :class:`PaperRecordError` for whatever catches it (Snakemake's profile hook, a test); a command that
+    lets it through (make plan, add-seeds, publish, ``python -m ...``) ends in that one line instead of a
+    traceback, its status still 1."""
     try:
         return load_papers()
-    except ValueError as error:
+    except PaperRecordError as error:
         failure, former = error, sys.excepthook  # (``error`` is unbound after the except block)
         sys.excepthook = lambda kind, value, trace: (
             print(f"contrastlab: {value}", file=sys.stderr)

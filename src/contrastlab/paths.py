@@ -270,6 +270,16 @@ def read_yaml(path: str | os.PathLike) -> Any:
         return yaml.load(handle, Loader=loader)
 
 
+def yaml_error_text(error: Exception) -> str:
+    """A YAML file's read ``error`` in one line: what the parser expected (and in which construct), at which
+    line and column (1-based, as an editor counts); a non-UTF-8 file's or a bad value's own first line."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context = getattr(error, "context", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem} ({context}){where}" if context else f"{problem}{where}"
+
+
 def write_json(path: str | os.PathLike, payload: Any) -> None:
     """Write ``payload`` as indented, key-sorted JSON atomically (:func:`write_text`)."""
     write_text(path, json.dumps(payload, indent=1, sort_keys=True) + "\n")

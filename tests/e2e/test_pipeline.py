@@ -508,7 +508,7 @@ def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported
         Path(p).stem: demo.entries[p]["labels"]["figure"]
         for p in demo.categories["Nie et al. 2023"]["Figures"]
     }
-    assert labels["nie2023_fig2a"] == "Nie Fig. 2a" and labels["training_curves"] == "Nie Fig. 1b-d (in part)"
+    assert labels["nie2023_fig2a"] == "Nie Fig. 2a" and labels["training_curves"] == "Nie Fig. 1b-d"
     synthetic = demo.entries[str(demo.results / "figures" / "oar_synthetic" / "table2.png")]
     assert synthetic["labels"] == {"figure": "OAR Table 2 (synthetic)"}
     assert synthetic["job_properties"]["rule"] == "oar_synthetic"  # the figure's own job, not the tables'

@@ -460,8 +460,12 @@ def test_a_job_that_ended_before_its_killed_run_recorded_it_is_recorded_by_the_r
     finally:
         if workflow.poll() is None:
             workflow.kill()
-    # a kill that came just after the record (the window is one status check wide) leaves it in that state
+    # a kill that came just after the record (the window is one status check wide) leaves it in that state,
+    # once the job the run submitted next (the encoding) is gone
     snakemake_record(metadata, model).unlink(missing_ok=True)
+    cluster.run("scancel", *(job["JobId"] for job in cluster.jobs()))
+    while cluster.run("squeue", "-h").stdout.strip():
+        time.sleep(0.5)
     output = run_through_slurm(repo_root, cluster, "slurm", configfile, "--", model)
     said = [line for line in output.splitlines() if line.startswith("contrastlab: a run on")]
     observed(str(said))

@@ -121,7 +121,9 @@ def test_share_claims_by_hand(tmp_path):
     rows = share_rows(0.005, [0.1, 0.7, 0.9, 0.95], 0.02) + share_rows(0.3, [0.01, 0.02, 0.6, 0.02], 0.001)
     rows[1]["share_se"] = rows[5]["share_se"] = math.nan
     write(tmp_path, "li2024/li2024_fig3", pd.DataFrame(rows))
-    assert evaluate_claim(small, pd.DataFrame(), g).verdict == UNDECIDED
+    result = evaluate_claim(small, pd.DataFrame(), g)
+    assert result.verdict == UNDECIDED
+    assert "(worst 0.7, Monte-Carlo error unknown (one batch): undecided)" in numbers_text(result)
     assert evaluate_claim(large, pd.DataFrame(), g).verdict == NOT_REPRODUCED  # 0.6 misses: known se
 
 

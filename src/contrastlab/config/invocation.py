@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from contrastlab.config.schema import ConfigError
-from contrastlab.paths import read_yaml
+from contrastlab.paths import read_yaml, yaml_error_text
 
 PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
 #: What a config file's name ends with; a missing "config file" without one, after a first config file,
@@ -105,16 +105,11 @@ def yaml_problem(path: str | Path) -> str | None:
 
 def yaml_error_line(path: str | Path, error: Exception) -> str:
     """One line for the YAML ``error`` of the config file ``path``: what the parser expected, at which line
-    and column (1-based, as an editor counts), and the fix. Snakemake's own answer names neither the file
-    nor the line ("Config file is not valid JSON or YAML"), and the scripts' was PyYAML's traceback."""
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-    context = getattr(error, "context", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    what = f"{problem} ({context})" if context else problem
+    and column, and the fix. Snakemake's own answer names neither the file nor the line ("Config file is
+    not valid JSON or YAML"), and the scripts' was PyYAML's traceback."""
     return (
-        f"config file {path} is not valid YAML: {what}{where}; fix it there, or pass another --configfile "
-        f"{PRESETS}"
+        f"config file {path} is not valid YAML: {yaml_error_text(error)}; fix it there, or pass another "
+        f"--configfile {PRESETS}"
     )
 
 

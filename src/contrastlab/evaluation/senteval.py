@@ -171,23 +171,21 @@ class EmbeddingCache:
         (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
 
 
-def _embed_all(
-    encode: Encode, sentences: list[str], cache_dir: str | Path | None, cache_key: str | None
-) -> np.ndarray:
-    if cache_dir is None:
-        return _check_embeddings(encode(sentences), len(sentences))
-    return EmbeddingCache(cache_dir, cache_key or "encode").get(sentences, encode)
-
-
 def _embed_inputs(
     encode: Encode, sentences: list[str], extra: Iterable[str], cache_dir: str | Path | None, key: str | None
 ) -> tuple[list[str], np.ndarray]:
     """``sentences`` embedded in one ``encode`` call, then the ``extra`` ones not among them (the STS-B
-    split of alignment/uniformity) in a second: the tasks' embeddings do not depend on ``extra``."""
+    split of alignment/uniformity) in a second: the tasks' embeddings do not depend on ``extra``. With
+    ``cache_dir``, through its :class:`EmbeddingCache` (read once)."""
     more = sorted(set(extra) - set(sentences), key=lambda s: (len(s), s))
-    embeddings = _embed_all(encode, sentences, cache_dir, key)
+    cache = None if cache_dir is None else EmbeddingCache(cache_dir, key or "encode")
+
+    def embed(batch: list[str]) -> np.ndarray:
+        return _check_embeddings(encode(batch), len(batch)) if cache is None else cache.get(batch, encode)
+
+    embeddings = embed(sentences)
     if more:
-        embeddings = np.concatenate([embeddings, _embed_all(encode, more, cache_dir, key)])
+        embeddings = np.concatenate([embeddings, embed(more)])
     return sentences + more, embeddings
 
 

@@ -326,7 +326,8 @@ def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
         where = f"{p.backbone}: " if several else ""
         label = next(iter(p.terms))
         # a Monte-Carlo number: the sampling error (z·se) nearest to flipping the part, and its verdict
-        mc = f", Monte-Carlo ±{p.half_width:.2g}: {p.status}" if spec.get("error") else ""
+        width = f"±{p.half_width:.2g}" if math.isfinite(p.half_width) else "error unknown (one batch)"
+        mc = f", Monte-Carlo {width}: {p.status}" if spec.get("error") else ""
         if spec.get("noise") == "seeds":
             mc = f", ±{p.half_width:.3g} over {p.seeds} seeds: {p.status}"
         if spec.get("at", "every") == "every":  # the label says how many rows meet the bound

@@ -176,13 +176,13 @@ def _mark_unrecorded(notes: Path, workdir: str | os.PathLike) -> int:
     snakemake_dir = Path(workdir, ".snakemake")
     marked = 0
     for note in sorted(notes.glob("*.json")):
-        outputs = read_json(note).get("ended") or []
+        outputs, slurm_job = read_json(note).get("ended") or [], note.name.partition(".")[0]
         if all(snakemake_record(snakemake_dir / "metadata", key).is_file() for key in outputs):
             continue
-        for key in outputs:
-            slurm_job = note.name.partition(".")[0]
-            write_json(snakemake_record(snakemake_dir / "incomplete", key), {"external_jobid": slurm_job})
-        marked += 1
+        with contextlib.suppress(OSError):  # unwritable: Snakemake itself says so next
+            for key in outputs:
+                write_json(snakemake_record(snakemake_dir / "incomplete", key), {"external_jobid": slurm_job})
+            marked += 1
     return marked
 
 
