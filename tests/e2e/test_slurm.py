@@ -434,7 +434,9 @@ def test_a_rerun_after_the_workflow_was_killed_waits_for_its_slurm_job(
 def test_a_job_that_ended_before_its_killed_run_recorded_it_is_recorded_by_the_rerun(
     repo_root, cluster, e2e_resources, tmp_path, observed
 ):
-    configfile = write(slurm_demo(repo_root, tmp_path, e2e_resources), tmp_path / "c.yaml")
+    config = slurm_demo(repo_root, tmp_path, e2e_resources)
+    config["training"].update(max_steps=10, eval_every=10)  # how long it trains does not matter here
+    configfile = write(config, tmp_path / "c.yaml")
     results, out_path = tmp_path / "results", tmp_path / "snakemake.out"
     model, metadata = f"{results}/checkpoints/{CELL_PATH}/model", repo_root / ".snakemake" / "metadata"
     evaluated = f"{results}/metrics/{CELL_PATH}/senteval.json"  # the run goes on after the training job
