@@ -55,6 +55,11 @@ def cell_path(cell: CellLike | Mapping[str, Any]) -> str:
     return CELL_PATH.format(**{field: get(field) for field in CELL_FIELDS})
 
 
+def _file(name: str, doc: str | None = None) -> property:
+    """A property: ``<root>/<name>``, a file or folder at the top of the results."""
+    return property(lambda self: f"{self.root}/{name}", doc=doc)
+
+
 class Results:
     """The layout of one results folder, ``root`` (``results_dir``): each path a string ``<root>/...``,
     a file's or a Snakemake pattern's alike (a place holding wildcard braces). Benchmark files lie
@@ -98,20 +103,12 @@ class Results:
     def log(self, rule: str, place: Place | None = None) -> str:
         """``logs/<rule>/<place>.log``, or ``logs/<rule>.log`` for a job of no place. ``rule`` names the
         folder, which a track's twins share (``train_vision`` logs under ``train``)."""
-        if place is None:
-            return f"{self.root}/logs/{rule}.log"
-        return self._under(f"logs/{rule}", place, ".log")
+        return self._under("logs", rule if place is None else f"{rule}/{self.cell(place)}", ".log")
 
     def benchmark(self, rule: str, place: Place | None = None) -> str:
         """``benchmarks/<rule>/<place>.tsv``, or ``benchmarks/<rule>.tsv`` for a job of no place: the
         Snakemake benchmark file of the job, under the rule that writes it."""
-        if place is None:
-            return f"{self.benchmarks}/{rule}.tsv"
-        return self._under(f"benchmarks/{rule}", place, ".tsv")
-
-    @property
-    def benchmarks(self) -> str:
-        return f"{self.root}/benchmarks"
+        return self._under("benchmarks", rule if place is None else f"{rule}/{self.cell(place)}", ".tsv")
 
     def state(self, kind: str, place: Place | None = None) -> str:
         """``state/<kind>/<place>``: what a run keeps for itself (``train`` snapshots, ``features``,
@@ -122,38 +119,24 @@ class Results:
         """``search/<experiment>/<backbone>/<method>/stage<k>.json``: one stage's selection of a search."""
         return f"{self.root}/search/{experiment}/{backbone}/{method}/stage{stage}.json"
 
-    @property
-    def budget_pins(self) -> str:
-        """``search/budget_pins.json``: the points each search's budget kept when the run first started
-        (:func:`contrastlab.cost.budget.write_pins`)."""
-        return f"{self.root}/search/budget_pins.json"
-
     def tensorboard(self, cell: Place) -> str:
         """``tensorboard/<cell>``: a training job's TensorBoard run folder (``make monitor``)."""
         return self._under("tensorboard", cell)
 
-    @property
-    def tables(self) -> str:
-        return f"{self.root}/tables"
-
-    @property
-    def figures(self) -> str:
-        return f"{self.root}/figures"
-
-    @property
-    def plan(self) -> str:
-        """``plan``: ``make plan``'s ``plan.md`` and ``plan.csv``."""
-        return f"{self.root}/plan"
-
-    @property
-    def report(self) -> str:
-        """``report.md`` (``report.html`` beside it)."""
-        return f"{self.root}/report.md"
-
-    @property
-    def calibration(self) -> str:
-        """``calibration.json``: the measured calibration ``make gpu-check`` writes in its results."""
-        return f"{self.root}/calibration.json"
+    benchmarks = _file("benchmarks")
+    tables = _file("tables")
+    figures = _file("figures")
+    plan = _file("plan", "``plan``: ``make plan``'s ``plan.md`` and ``plan.csv``.")
+    report = _file("report.md", "``report.md`` (``report.html`` beside it).")
+    calibration = _file(
+        "calibration.json",
+        "``calibration.json``: the measured calibration ``make gpu-check`` writes in its results.",
+    )
+    budget_pins = _file(
+        "search/budget_pins.json",
+        "``search/budget_pins.json``: the points each search's budget kept when the run first started "
+        "(:func:`contrastlab.cost.budget.write_pins`).",
+    )
 
 
 class Resources:
