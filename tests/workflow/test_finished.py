@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from contrastlab import artifacts
 from contrastlab.paths import Results
+from contrastlab.workflow import finished
 from contrastlab.workflow.job import logged_to
+from contrastlab.workflow.recovery import runs_folder
 
 CELL = "nie2023/tiny-bert/cl/seed42"
 METRICS = {"scores": {"STS12": 70.0, "STSBenchmark": 75.5}, "sts_avg": 72.75, "alignment": 0.4}
@@ -76,13 +79,12 @@ def test_a_metrics_file_that_holds_no_object_is_named_too(tmp_path):
         read_metrics(path)
 
 
-def finished_cell(root: Path) -> tuple[Path, Path]:
-    """A cell whose train and evaluate jobs ended: weights and metrics, each recorded by its job's frame
-    (record_job, as Snakemake hands the job to its script)."""
+def finished_cell(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A results folder under ``tmp_path`` and its cell whose train and evaluate jobs ended: weights and
+    metrics, each recorded by its job's frame (record_job, as Snakemake hands the job to its script)."""
     from types import SimpleNamespace
 
-    from contrastlab.workflow.finished import record_job
-
+    root = tmp_path / "results"
     results = Results(root)
     model, metrics = Path(results.checkpoint(CELL, "model")), Path(results.metrics(CELL, "sentence"))
     model.mkdir(parents=True)
@@ -95,9 +97,10 @@ def finished_cell(root: Path) -> tuple[Path, Path]:
         output={"model": str(model), "log_jsonl": str(model.parent / "log")}, config=config
     )
     evaluate = SimpleNamespace(output={"metrics": str(metrics)}, config=config)
-    assert [p.name for p in record_job(train) + record_job(evaluate)] == ["model.json", "senteval.json.json"]
-    assert record_job(SimpleNamespace(output={"embeddings": str(root / "e")}, config=config)) == []
-    return model, metrics
+    records = finished.record_job(train) + finished.record_job(evaluate)
+    assert [p.name for p in records] == ["model.json", "senteval.json.json"]
+    assert finished.record_job(SimpleNamespace(output={"embeddings": str(root / "e")}, config=config)) == []
+    return root, model, metrics
 
 
 @pytest.mark.fault(
@@ -106,18 +109,15 @@ def finished_cell(root: Path) -> tuple[Path, Path]:
 )
 def test_cut_weights_are_named_and_moved_aside_alone(tmp_path, observed):
     """Reliability K2: a truncated ``model.safetensors`` in a finished cell gave "Nothing to be done"."""
-    from contrastlab.workflow.finished import set_aside_changed
-
-    root = tmp_path / "results"
-    model, metrics = finished_cell(root)
+    root, model, metrics = finished_cell(tmp_path)
     other = Path(Results(root).metrics("nie2023/tiny-bert/mpt/seed42", "sentence"))
     other.parent.mkdir(parents=True)
     other.write_text("{}")  # a cell without a record (an older run): trusted as before
     weights = model / "model.safetensors"
     whole = weights.read_bytes()
-    assert set_aside_changed(root, [model, metrics, other]) == []  # all as their jobs wrote them
+    assert finished.set_aside_changed(root, [model, metrics, other]) == []  # all as their jobs wrote them
     weights.write_bytes(whole[: len(whole) // 2])
-    (line,) = set_aside_changed(root, [model, metrics, other])
+    (line,) = finished.set_aside_changed(root, [model, metrics, other])
     observed(line)
     aside = root / "state" / "set-aside" / "checkpoints" / CELL / "model"
     assert line == (
@@ -127,7 +127,7 @@ def test_cut_weights_are_named_and_moved_aside_alone(tmp_path, observed):
     assert not model.exists() and (aside / "model.safetensors").read_bytes() == whole[: len(whole) // 2]
     assert metrics.is_file() and other.is_file()  # the cell's metrics and the other cell stay
     assert not (root / "state" / "finished" / "checkpoints" / CELL / "model.json").exists()
-    assert set_aside_changed(root, [model, metrics, other]) == []  # nothing left to set aside
+    assert finished.set_aside_changed(root, [model, metrics, other]) == []  # nothing left to set aside
 
 
 @pytest.mark.fault(
@@ -135,15 +135,12 @@ def test_cut_weights_are_named_and_moved_aside_alone(tmp_path, observed):
     "named in one line; the metrics file moved aside, its weights kept",
 )
 def test_changed_metrics_are_found_by_their_digest(tmp_path, observed):
-    from contrastlab.workflow.finished import set_aside_changed
-
-    root = tmp_path / "results"
-    model, metrics = finished_cell(root)
+    root, model, metrics = finished_cell(tmp_path)
     text = metrics.read_text()
     stat = metrics.stat()
     metrics.write_text(text.replace("70.0", "71.0"))  # same size; even the modification time put back
     os.utime(metrics, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    (line,) = set_aside_changed(root, [model, metrics])
+    (line,) = finished.set_aside_changed(root, [model, metrics])
     observed(line)
     assert line.startswith(
         f"contrastlab: {CELL}: {metrics} has the size its job wrote but not the same bytes"
@@ -154,10 +151,7 @@ def test_changed_metrics_are_found_by_their_digest(tmp_path, observed):
 def test_a_copied_results_folder_is_digested_once_and_trusted(tmp_path):
     """Another modification time with the same bytes (``cp -r``): the digest decides, and the record is
     updated so that the next check reads sizes only."""
-    from contrastlab.workflow import finished
-
-    root = tmp_path / "results"
-    model, metrics = finished_cell(root)
+    root, model, metrics = finished_cell(tmp_path)
     weights = model / "model.safetensors"
     os.utime(weights, ns=(1, 10**18))
     assert finished.changed(root, model) is None and weights.exists()
@@ -170,15 +164,11 @@ def test_a_copied_results_folder_is_digested_once_and_trusted(tmp_path):
     "named in one line; nothing moved (a second run never touches a folder in use)",
 )
 def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observed):
-    from contrastlab.workflow.finished import set_aside_changed
-    from contrastlab.workflow.recovery import runs_folder
-
-    root = tmp_path / "results"
-    model, metrics = finished_cell(root)
+    root, model, metrics = finished_cell(tmp_path)
     (model / "model.safetensors").write_bytes(b"cut")
     runs_folder(root).mkdir(parents=True)
     (runs_folder(root) / "otherhost.123.456.json").write_text("{}")
-    (line,) = set_aside_changed(root, [model, metrics])
+    (line,) = finished.set_aside_changed(root, [model, metrics])
     observed(line)
     assert line.startswith(f"contrastlab: {CELL}: {model / 'model.safetensors'} is 3 bytes")
     assert f"left in place while another run may use {root}" in line and model.is_dir()
@@ -250,27 +240,23 @@ def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, 
 def test_each_condition_of_the_finished_state_removal_keeps_the_state(tmp_path, change):
     """Each condition of forget_finished_states decides by itself: only a finished snapshot whose weights
     exist, are recorded by Snakemake and lie in a folder no other run uses goes."""
-    from contrastlab.workflow.finished import forget_finished_states
-
     root = tmp_path / "results"
     state, model = _finished_state_case(root, tmp_path, change)
-    assert forget_finished_states([(state, model)], root, tmp_path) == []
+    assert finished.forget_finished_states([(state, model)], root, tmp_path) == []
     assert state.is_dir()
 
 
 def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
-    from contrastlab.workflow.finished import forget_finished_states
-
     root = tmp_path / "results"
     state, model = _finished_state_case(root, tmp_path, "none")
     other = root / "state" / "train" / "nie2023" / "tiny-bert" / "cl" / "seed43"  # its weights missing
     other.mkdir(parents=True)
     (other / "state.json").write_text(json.dumps({"finished": True}))
     pairs = [(state, model), (other, model.parent.with_name("seed43") / "model")]
-    assert forget_finished_states(pairs, root, tmp_path) == [state]
+    assert finished.forget_finished_states(pairs, root, tmp_path) == [state]
     assert not state.exists() and other.is_dir()
     pairs[1][1].mkdir(parents=True)  # the tree's last finished state goes with the folders it leaves empty
-    assert forget_finished_states(pairs, root, tmp_path) == [other]
+    assert finished.forget_finished_states(pairs, root, tmp_path) == [other]
     assert not (root / "state" / "train").exists() and pairs[1][1].is_dir()
     # marked under the absolute spelling (a results_dir given as an absolute path): kept too
     state, model = _finished_state_case(tmp_path / "r2", tmp_path, "none")
@@ -279,7 +265,7 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     marker = tmp_path / ".snakemake" / "incomplete" / urlsafe_b64encode(str(model).encode()).decode()
     marker.parent.mkdir(parents=True)
     marker.write_text("{}")
-    assert forget_finished_states([(state, model)], None, tmp_path) == [] and state.is_dir()
+    assert finished.forget_finished_states([(state, model)], None, tmp_path) == [] and state.is_dir()
 
 
 @pytest.mark.fault(
@@ -289,8 +275,6 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
 def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_path, monkeypatch, observed):
     """A folder a missing output must be written in but the file system refuses (os.access: a read-only
     mount, no permission; root bypasses it, so the folders are given here) is named in one line."""
-    from contrastlab.workflow import finished
-
     root = tmp_path / "results"
     done = root / "checkpoints" / "nie2023" / "tiny-bert" / "cl" / "seed42"
     todo = done.with_name("seed43")
@@ -322,9 +306,6 @@ def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_pat
 
 def _read_back_counted(monkeypatch) -> list[str]:
     """The files the record reads back (sha256_file, wherever the record calls it), by name."""
-    from contrastlab import artifacts
-    from contrastlab.workflow import finished
-
     read, real = [], artifacts.sha256_file
 
     def counted(path):
@@ -337,9 +318,7 @@ def _read_back_counted(monkeypatch) -> list[str]:
 
 
 def _recorded(root: Path, output: Path) -> dict:
-    from contrastlab.workflow.finished import record_finished
-
-    (record,) = record_finished(root, [output])
+    (record,) = finished.record_finished(root, [output])
     return {Path(k).name: v["sha256"] for k, v in json.loads(record.read_text())["files"].items()}
 
 
@@ -375,8 +354,6 @@ def test_a_digest_that_is_not_of_the_bytes_on_disk_sends_the_record_back_to_read
 ):
     """A file rewritten after its digest was taken, a copy instead of a hard link, a failed background hash:
     each record reads the file back and holds the sha256 of what is on disk."""
-    from contrastlab import artifacts
-
     output = tmp_path / "checkpoints" / "cell" / "model"
     output.mkdir(parents=True)
     weights = output / "model.safetensors"
