@@ -59,16 +59,14 @@ def key_path(parts: Any) -> str:
 def fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
     """Insert schema ``default``s for missing object keys, recursively (also into additionalProperties)."""
     if isinstance(value, dict):
-        for key, sub in schema.get("properties", {}).items():
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        for key, sub in props.items():
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
-            if key in value:
+        for key in value:
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub is not None:
                 value[key] = fill_defaults(value[key], sub)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for key in value:
-                if key not in schema.get("properties", {}):
-                    value[key] = fill_defaults(value[key], extra)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [fill_defaults(item, schema["items"]) for item in value]
     return value

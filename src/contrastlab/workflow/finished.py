@@ -81,9 +81,7 @@ def record_job(snakemake: Any) -> list[Path]:
     its twins), under the config's ``results_dir``. Nothing for a job with none of them."""
     named = snakemake_dict(snakemake, "output")
     outputs = [str(named[name]) for name in RECORDED_OUTPUTS if name in named]
-    if not outputs:
-        return []
-    return record_finished(job_results_dir(snakemake), outputs)
+    return record_finished(job_results_dir(snakemake), outputs) if outputs else []
 
 
 def _mismatch(path: Path, want: dict[str, Any]) -> tuple[str | None, bool]:

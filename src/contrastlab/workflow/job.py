@@ -284,11 +284,10 @@ def _fail(error, label, log_path, log, stderr, failure_record, run) -> None:
     with contextlib.suppress(OSError):
         log.write(traceback.format_exc() + line + "\n")
     if failure_record is not None:
-        retry_can_help = not is_deterministic_failure(error)
         record = {"job": label, "error": line, "log": str(log_path), "run": run}
-        record["traceback"] = traceback.format_exc()
+        record.update(traceback=traceback.format_exc(), retry_can_help=not is_deterministic_failure(error))
         with contextlib.suppress(OSError):
-            write_json(failure_record, {**record, "retry_can_help": retry_can_help})
+            write_json(failure_record, record)
     raise SystemExit(1) from None
 
 

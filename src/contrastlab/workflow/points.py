@@ -82,8 +82,5 @@ def run_points(
 ) -> list[SearchPoint]:
     """The search points of this run: ``price()`` in the main process; in a job's process the points the
     main process kept (:func:`read_points`), else ``price()``."""
-    if not main:
-        kept = read_points(path, digest)
-        if kept is not None:
-            return kept
-    return price()
+    kept = None if main else read_points(path, digest)
+    return price() if kept is None else kept
