@@ -3,6 +3,8 @@ lies, which failures a retry cannot help, and its TensorBoard folder."""
 
 from __future__ import annotations
 
+import errno
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -65,8 +67,6 @@ ENFORCE = "[enforce fail at inline_container.cc:672] . unexpected pos 25984 vs 2
 
 def _disk_full() -> RuntimeError:
     """torch's error on a full disk: a RuntimeError whose chained cause is the OSError (ENOSPC)."""
-    import errno
-
     try:
         try:
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -92,8 +92,6 @@ def _fail_in_job(tmp_path, error, capsys):
     "full disk under torch's save (RuntimeError chained from ENOSPC)", "'no space left on <folder>'"
 )
 def test_a_full_disk_is_named_whichever_library_hit_it(tmp_path, capsys, observed):
-    import json
-
     lines, log, record = _fail_in_job(tmp_path, _disk_full(), capsys)
     assert len(lines) == 1, lines
     assert lines[0].startswith(
@@ -109,7 +107,6 @@ def test_a_full_disk_is_named_whichever_library_hit_it(tmp_path, capsys, observe
 @pytest.mark.fault("the job's log cannot be opened (disk full)", "the one contrastlab: line still, exit 1")
 def test_the_line_is_printed_when_the_log_cannot_be_opened(tmp_path, capsys, monkeypatch, observed):
     import builtins
-    import errno
 
     from contrastlab.workflow.job import logged_to
 

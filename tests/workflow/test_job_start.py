@@ -102,18 +102,10 @@ def test_a_refusal_records_whether_the_loaded_driver_was_initialised(tmp_path, m
 
     from contrastlab.workflow import job_start
 
-    answers = {"code": 3}
-
-    class Driver:
-        def cuDeviceGetCount(self, count):
-            return answers["code"]
-
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver())
-    assert job_start.driver_initialised() == "no"
-    answers["code"] = 0
-    assert job_start.driver_initialised() == "yes"
-    answers["code"] = 100
-    assert job_start.driver_initialised() == "unknown (CUresult 100)"
+    for code, said in {3: "no", 0: "yes", 100: "unknown (CUresult 100)"}.items():
+        driver = SimpleNamespace(cuDeviceGetCount=lambda count, code=code: code)
+        monkeypatch.setattr(ctypes, "CDLL", lambda name, driver=driver: driver)
+        assert job_start.driver_initialised() == said
     monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError("no libcuda.so.1")))
     assert job_start.driver_initialised() == "unknown (OSError)"
     address = tmp_path / "key.sock"
