@@ -122,12 +122,14 @@ def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess
 
 
 def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
-    """The script run to its end (on ``cpus`` only, where given): its outcome and its report."""
+    """The script run to its end (on ``cpus`` only, where given), which must succeed: its outcome and its
+    report."""
     report = place[0] / f"report-{time.monotonic_ns()}.json"
     stdin = "from stdin" if options.get("stdin") else None
     affinity = None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
     job = _command(place, report, **options)[1:]
     done = _python(place, *job, variables=variables, input=stdin, text=True, preexec_fn=affinity)
+    assert done.returncode == 0, done.stderr
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
@@ -153,8 +155,7 @@ def _starter_ready(place, run=None) -> int:
     one): the starter's pid."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        done, report = (run or _run)(place)
-        assert done.returncode == 0, done.stderr
+        _, report = (run or _run)(place)
         if report["pid"] != _client_pid_of(report):
             return report["ppid"]
         time.sleep(0.5)
@@ -182,7 +183,6 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
     done, report = _run(place, {"CONTRASTLAB_WORKFLOW_RUN": "a value; $(not run)"}, **options)
     after = time.time()
     assert report["ppid"] == starter  # run by a fork of the starter, not by the client
-    assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("to stdout\n", "to stderr\n")
     assert report["cwd"] == str(root)
     assert report["argv"][0] == str(root / "job.py") and json.loads(report["argv"][2]) == options
@@ -238,8 +238,7 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
 
 
 def test_a_cold_job_learns_why_it_started_cold(place):
-    done, report = _run(place, {warm.SWITCH: "0"}, start_record=True)
-    assert done.returncode == 0, done.stderr
+    _, report = _run(place, {warm.SWITCH: "0"}, start_record=True)
     assert (report["start"]["warm"], report["start"]["why_cold"]) == (False, "warm starts off")
     assert report["pid"] == _client_pid_of(report)
 
@@ -325,8 +324,7 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
     report = json.loads(cold_report.read_text())
     assert report["pid"] == _client_pid_of(report)  # cold: it started the starter
     assert report["start"]["why_cold"] == f"no starter yet ({warm.WAIT_VARIABLE}=0)", report["start"]
-    after, report = _run(place, own)
-    assert after.returncode == 0, after.stderr
+    _, report = _run(place, own)
     assert report["pid"] != _client_pid_of(report), "the starter left while the cold job ran"
 
 
@@ -576,16 +574,15 @@ def test_a_refusal_is_remembered_and_the_next_job_of_its_key_starts_no_starter(p
         "PYTHONPATH": os.pathsep.join(filter(None, [str(driver), env.get("PYTHONPATH")])),
         warm.WAIT_VARIABLE: "120",
     }
-    first, first_report = _run(place, own, start_record=True)
+    _, first_report = _run(place, own, start_record=True)
     began = time.monotonic()
-    second, second_report = _run(place, own, start_record=True)
+    _, second_report = _run(place, own, start_record=True)
     second_wall = time.monotonic() - began
     time.sleep(1)  # a starter writes its last line after it has let its jobs go
     folder, key = root / f"contrastlab-warm-{os.getuid()}", starter_key({**env, **own})
     starters = (folder / f"{key}.log").read_text()
     assert starters.count("CUDA driver") == 1, starters  # one starter, not one per job
     assert json.loads((folder / f"{key}.refused").read_text())["reason"] == LOADED
-    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first_report["start"]["why_cold"] == second_report["start"]["why_cold"] == REFUSED
     assert first_report["start"]["waited_s"] > 0 and second_report["start"]["waited_s"] < 0.1
     assert second_wall < 10, second_wall
@@ -624,7 +621,6 @@ def test_a_bad_idle_time_is_named_in_one_line_and_its_starter_serves_all_the_sam
     own = {warm.IDLE_VARIABLE: "abc", "LC_CONTRASTLAB_TEST": "idle"}  # a key of its own: a starter to start
     first, report = _run(place, own)
     assert report["pid"] != _client_pid_of(report), "ran cold: the starter did not serve"
-    assert first.returncode == 0, first.stderr
     assert first.stderr.splitlines() == [IDLE_NOTE, "to stderr"]
     again, report = _run(place, own)
     assert report["pid"] != _client_pid_of(report)
@@ -643,11 +639,10 @@ def test_a_job_on_other_cpus_is_run_by_a_starter_of_its_own_on_its_own_cpus(plac
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("one CPU: no other affinity to run a job under")
-    done, report = _run(place, cpus=cpus[:1])
+    _, report = _run(place, cpus=cpus[:1])
     assert report["affinity"] == cpus[:1], (
         f"the job ran on CPUs {report['affinity']}, its client on {cpus[:1]}"
     )
-    assert done.returncode == 0, done.stderr
     assert report["ppid"] != starter and report["pid"] != _client_pid_of(report)  # warm, by another starter
     assert sorted(os.sched_getaffinity(report["ppid"])) == cpus[:1]
     observed(f"CPUs {report['affinity']}, starter {report['ppid']} (the full-affinity one: {starter})")
@@ -662,13 +657,12 @@ def test_a_starter_whose_cpus_were_changed_runs_no_job_it_would_put_elsewhere(pl
         pytest.skip("one CPU: no other affinity to give the starter")
     os.sched_setaffinity(starter, cpus[:1])
     try:
-        done, report = _run(place, start_record=True)
+        _, report = _run(place, start_record=True)
     finally:
         os.sched_setaffinity(starter, cpus)
-    assert done.returncode == 0, done.stderr
     assert report["pid"] == _client_pid_of(report) and report["affinity"] == cpus
     assert report["start"]["why_cold"] == "starter took nothing over"
-    after, report = _run(place)
+    _, report = _run(place)
     assert report["ppid"] == starter  # its CPUs back: it serves again
 
 
@@ -690,8 +684,7 @@ def test_a_starter_killed_mid_job_ends_the_job_in_one_line_and_the_next_job_gets
     root, env = place
     address = root / f"contrastlab-warm-{os.getuid()}" / f"{starter_key(env)}.sock"
     assert address.is_socket() and warm._connect(address) is None  # stale (W1): nothing listens there
-    done, report = _run(place)
-    assert done.returncode == 0, done.stderr
+    _, report = _run(place)
     assert report["ppid"] != starter
     assert report["pid"] != _client_pid_of(report)  # warm again: a new starter replaced the stale socket
     observed(STARTER_GONE)
