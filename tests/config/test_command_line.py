@@ -187,6 +187,14 @@ def _snakemake(*argv: str) -> tuple[int, list[str]]:
     return done.returncode, (done.stdout + done.stderr).splitlines()
 
 
+def _refused(profile: object, *argv: str) -> str:
+    """The one line a plain ``snakemake`` with ``argv`` stops with (exit status 1), after Snakemake's
+    line naming the workflow profile ``profile``."""
+    status, lines = _snakemake(*argv)
+    assert status == 1 and lines[:1] == [PROFILE_LINE.format(profile)] and len(lines) == 2, lines
+    return lines[1]
+
+
 @pytest.mark.fault(
     "plain `snakemake --configfile <a file that does not exist> -n` (G15)",
     "one contrastlab: line naming the file, before Snakemake opens it (its answer is a 27-line traceback)",
@@ -196,13 +204,10 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
     """The workflow profiles, read before Snakemake opens the --configfile files, check them."""
     missing = tmp_path / "no such.yaml"
     named = [] if profile == "default" else ["--workflow-profile", f"profiles/{profile}"]
-    status, lines = _snakemake(*named, "-n", "--configfile", "config/demo.yaml", str(missing), "--cores", "1")
-    observed(lines[-1])
-    assert lines == [
-        PROFILE_LINE.format(f"profiles/{profile}"),
-        f"contrastlab: config file {missing} does not exist; {FIX}",
-    ]
-    assert status == 1
+    argv = (*named, "-n", "--configfile", "config/demo.yaml", str(missing), "--cores", "1")
+    line = _refused(f"profiles/{profile}", *argv)
+    observed(line)
+    assert line == f"contrastlab: config file {missing} does not exist; {FIX}"
 
 
 @pytest.mark.fault(
@@ -217,14 +222,12 @@ def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, ob
     text = (REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text()
     assert "\n  senteval_probes: 20\n" in text
     profile.write_text(text.replace("\n  senteval_probes: 20\n", f"\n  senteval_probes: {size}\n"))
-    status, lines = _snakemake("-n", "--workflow-profile", str(profile.parent), "--cores", "1")
-    observed(lines[-1])
-    assert lines == [
-        PROFILE_LINE.format(profile.parent),
+    line = _refused(profile.parent, "-n", "--workflow-profile", str(profile.parent), "--cores", "1")
+    observed(line)
+    assert line == (
         f"contrastlab: profile {profile}: group-components entry 'senteval_probes: {size}' is invalid; "
-        "write GROUP: N, N a whole number of 1 or more there",
-    ]
-    assert status == 1
+        "write GROUP: N, N a whole number of 1 or more there"
+    )
 
 
 def test_a_bad_group_size_on_the_command_line_is_snakemakes_own_traceback():
@@ -254,12 +257,8 @@ def test_the_profile_files_are_found_as_snakemake_finds_them(monkeypatch):
 
 def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(tmp_path):
     """A folder for a config file: Snakemake's own answer is an IsADirectoryError traceback."""
-    status, lines = _snakemake(f"--configfile={tmp_path}", "-n")
-    assert lines == [
-        PROFILE_LINE.format("profiles/default"),
-        f"contrastlab: config file {tmp_path} is a folder; {FIX}",
-    ]
-    assert status == 1
+    line = _refused("profiles/default", f"--configfile={tmp_path}", "-n")
+    assert line == f"contrastlab: config file {tmp_path} is a folder; {FIX}"
 
 
 @pytest.mark.fault(
@@ -313,15 +312,13 @@ def test_a_config_file_holding_no_keys_is_named_in_one_line(tmp_path, command):
 )
 def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
     """--configfile takes every word after it: Snakemake read ``all`` as a second config file."""
-    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "all")
-    observed(lines[-1])
-    assert lines == [
-        PROFILE_LINE.format("profiles/default"),
+    line = _refused("profiles/default", "-n", "--configfile", "config/demo.yaml", "all")
+    observed(line)
+    assert line == (
         "contrastlab: 'all' after --configfile config/demo.yaml is read as a config file; if it is a target, "
         "put it before --configfile (snakemake all --configfile config/demo.yaml) or end the config files "
-        "with -- (--configfile config/demo.yaml -- all)",
-    ]
-    assert status == 1
+        "with -- (--configfile config/demo.yaml -- all)"
+    )
 
 
 @pytest.mark.fault(
@@ -329,14 +326,14 @@ def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
     "one contrastlab: line with the nested form Snakemake takes (its answer is a traceback)",
 )
 def test_a_dotted_config_name_gets_the_nested_form_in_one_line(observed):
-    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", "training.lr=1e-4")
-    observed(lines[-1])
-    assert lines == [
-        PROFILE_LINE.format("profiles/default"),
+    line = _refused(
+        "profiles/default", "-n", "--configfile", "config/demo.yaml", "--config", "training.lr=1e-4"
+    )
+    observed(line)
+    assert line == (
         "contrastlab: --config training.lr=1e-4: Snakemake's --config takes top-level names only; write a "
-        "nested key as --config 'training={lr: 1e-4}' (merged into the config file's training)",
-    ]
-    assert status == 1
+        "nested key as --config 'training={lr: 1e-4}' (merged into the config file's training)"
+    )
     assert config_entry_problem(["--config", "a.b.c=1", "x=2"]).endswith(
         "--config 'a={b: {c: 1}}' (merged into the config file's a)"
     )
