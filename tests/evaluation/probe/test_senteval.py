@@ -99,14 +99,11 @@ def test_batched_fit_equals_literal_probe(nclasses, reduction, optim):
     grid = [1e-5, 1e-3, 1e-1]
     W, acc, Xa = SP.train_probes(X, y, [probe.Fit(tr, dev), probe.Fit(tr)], grid, nclasses, cfg)
     for r, l2 in enumerate(grid):
-        lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
-        assert lit.fit(X[tr], y[tr], validation_data=(X[dev], y[dev])) == pytest.approx(acc[0, r])
-        got = torch.cat([lit.model.weight.detach().T, lit.model.bias.detach()[None]])
-        assert torch.allclose(W[0, r], got, atol=1e-4), (l2, (W[0, r] - got).abs().max())
-        lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
-        assert lit.fit(X[tr], y[tr]) == pytest.approx(acc[1, r])  # validation_split
-        got = torch.cat([lit.model.weight.detach().T, lit.model.bias.detach()[None]])
-        assert torch.allclose(W[1, r], got, atol=1e-4)
+        for f, validation in enumerate([(X[dev], y[dev]), None]):  # None: validation_split
+            lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
+            assert lit.fit(X[tr], y[tr], validation_data=validation) == pytest.approx(acc[f, r])
+            got = torch.cat([lit.model.weight.detach().T, lit.model.bias.detach()[None]])
+            assert torch.allclose(W[f, r], got, atol=1e-4), (l2, (W[f, r] - got).abs().max())
         assert SP.accuracy(Xa, y, W[1, r], dev) == pytest.approx(lit.score(X[dev], y[dev]))
 
 
