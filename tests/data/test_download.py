@@ -26,8 +26,8 @@ class _Handler(BaseHTTPRequestHandler):
     carries is logged)."""
 
     files: dict[str, bytes] = {}
-    cut_first: set[str] = set()  # paths whose first response stops half-way
-    faults: dict[str, str] = {}  # path -> a fault served once: "500", "drop" (headers, no body), "stall"
+    # path -> a fault served once: "500", "drop" (headers, no body), "cut" (half the body), "stall"
+    faults: dict[str, str] = {}
     log: list[tuple[str, str | None]] = []
 
     def log_message(self, *args):  # keep test output quiet
@@ -49,13 +49,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if fault == "drop":
-            self.wfile.flush()
-            self.close_connection = True
-            return
-        if self.path in self.cut_first:
-            self.cut_first.discard(self.path)
-            self.wfile.write(body[: len(body) // 2])
+        if fault in ("drop", "cut"):
+            self.wfile.write(body[: len(body) // 2] if fault == "cut" else b"")
             self.wfile.flush()
             self.close_connection = True
             return
@@ -64,7 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    _Handler.files, _Handler.cut_first, _Handler.log, _Handler.faults = {}, set(), [], {}
+    _Handler.files, _Handler.log, _Handler.faults = {}, [], {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -184,12 +179,13 @@ def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
 def test_transient_download_faults_are_retried_and_verified(server, tmp_path, fault, observed):
     base, handler = server
     handler.files["/f.bin"] = PAYLOAD
-    if fault == "truncated mid-file":
-        handler.cut_first.add("/f.bin")
-    else:
-        handler.faults["/f.bin"] = {"HTTP 500": "500", "connection dropped": "drop", "stalled": "stall"}[
-            fault
-        ]
+    served = {
+        "truncated mid-file": "cut",
+        "HTTP 500": "500",
+        "connection dropped": "drop",
+        "stalled": "stall",
+    }
+    handler.faults["/f.bin"] = served[fault]
     digest = hashlib.sha256(PAYLOAD).hexdigest()
     out = _fetch(f"{base}/f.bin", tmp_path / "f.bin", tmp_path / "lock.json", sha256=digest, timeout=1)
     assert out.read_bytes() == PAYLOAD and not (tmp_path / "f.bin.part").exists()

@@ -53,11 +53,10 @@ def test_user_copy_must_match_the_published_checksums(tmp_path, shared):
         "one byte altered": original[:100] + bytes([original[100] ^ 1]) + original[101:],
         "empty": b"",
     }
-    for fault, content in faults.items():
+    for content in faults.values():
         mr.write_bytes(content)
         with pytest.raises(SentEvalDataError, match="rt-polarity.pos differs from SentEval.s published file"):
             prepare_senteval(real, downloads=tmp_path / "dl", user_copy=True, fixture=False)
-        assert fault
     mr.unlink()
     with pytest.raises(SentEvalDataError, match="rt-polarity.pos is missing"):
         prepare_senteval(real, downloads=tmp_path / "dl", user_copy=True, fixture=False)
@@ -163,28 +162,17 @@ def test_a_read_only_resources_dir_is_used_when_complete_and_named_when_not(tmp_
 
     resources = tmp_path / "res"
     senteval, corpus = resources / "data" / "senteval-fixture", resources / "data" / "demo_corpus-50.txt"
-    kwargs = {"downloads": resources / "downloads", "user_copy": False, "fixture": True}
-    prepare_senteval(senteval, resources_dir=resources, **kwargs)
-    made = prepare_corpus(
-        corpus, user_copy=False, fixture=True, fixture_sentences=50, resources_dir=resources
-    )
+    kwargs = {"user_copy": False, "fixture": True, "resources_dir": resources}
+    prepare_senteval(senteval, downloads=resources / "downloads", **kwargs)
+    made = prepare_corpus(corpus, fixture_sentences=50, **kwargs)
     made_paths = [resources, *resources.rglob("*")]
     try:
         for path in made_paths:  # as a read-only copy: no file can be written, none made
             path.chmod(0o555 if path.is_dir() else 0o444)
-        assert prepare_senteval(senteval, resources_dir=resources, **kwargs) == senteval
-        again = prepare_corpus(
-            corpus, user_copy=False, fixture=True, fixture_sentences=50, resources_dir=resources
-        )
-        assert again == made
+        assert prepare_senteval(senteval, downloads=resources / "downloads", **kwargs) == senteval
+        assert prepare_corpus(corpus, fixture_sentences=50, **kwargs) == made
         with pytest.raises(ResourcesNotWritable) as refused:
-            prepare_corpus(
-                resources / "data" / "demo_corpus-60.txt",
-                user_copy=False,
-                fixture=True,
-                fixture_sentences=60,
-                resources_dir=resources,
-            )
+            prepare_corpus(resources / "data" / "demo_corpus-60.txt", fixture_sentences=60, **kwargs)
     finally:
         for path in made_paths:
             path.chmod(0o755 if path.is_dir() else 0o644)

@@ -30,30 +30,18 @@ def _case():
     # SentEval pair missing, one pair of its own, and two pairs SentEval holds in another split.
     scored = [Pairs("s1", SE_A[:3], SE_B[:3], GOLD[:3]), Pairs("s2", SE_A[3:], SE_B[3:], GOLD[3:])]
     other = [Pairs("train", ["trees grow", "rain falls"], ["trees grew", "snow falls"], np.array([4.2, 2.2]))]
-    mteb = PairSet(
-        [
-            "The cat sat.",
-            "A dog ran",
-            "It's raining",
-            "Birds fly high",
-            "Fish swim deep",
-            "Lions roar",
-            "Trees grow",
-            "Rain falls",
-        ],
-        [
-            "The cat is sitting.",
-            "A dog runs",
-            "It is raining",
-            "Planes fly low",
-            "People walk",
-            "cats purr",
-            "Trees grew",
-            "Snow falls",
-        ],
-        np.array([4.0, 3.5, 4.5, 1.0, 0.5, 0.8, 4.2, 2.2]),
-    )
-    return scored, other, mteb
+    rows = [
+        ("The cat sat.", "The cat is sitting.", 4.0),
+        ("A dog ran", "A dog runs", 3.5),
+        ("It's raining", "It is raining", 4.5),
+        ("Birds fly high", "Planes fly low", 1.0),
+        ("Fish swim deep", "People walk", 0.5),
+        ("Lions roar", "cats purr", 0.8),
+        ("Trees grow", "Trees grew", 4.2),
+        ("Rain falls", "Snow falls", 2.2),
+    ]
+    a, b, gold = zip(*rows, strict=True)
+    return scored, other, PairSet(list(a), list(b), np.array(gold))
 
 
 def test_the_parts_add_up_to_mteb_minus_senteval_and_each_step_is_one_change():
@@ -87,11 +75,7 @@ def test_the_parts_add_up_to_mteb_minus_senteval_and_each_step_is_one_change():
 
 def test_identical_copies_give_zero_parts_but_the_arithmetic():
     scored, _, _ = _case()
-    same = PairSet(
-        [s for p in scored for s in p.a],
-        [s for p in scored for s in p.b],
-        np.concatenate([p.gold for p in scored]),
-    )
+    same = PairSet(SE_A, SE_B, GOLD)  # the scored sub-datasets concatenated
     start = score_sts(_encode, scored)
     r = bridge_task(_encode, scored, [], same, mteb_score=start + 1e-7)
     assert [r["parts"][s] for s in STEPS[:4]] == [0.0, 0.0, 0.0, 0.0]

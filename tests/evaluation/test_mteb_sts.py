@@ -33,21 +33,10 @@ def checkpoint(tiny_bert, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def distinct_dir(fixture_dir, tmp_path_factory):
-    return _without_identical_pairs(fixture_dir, tmp_path_factory.mktemp("distinct") / "senteval")
-
-
-@pytest.fixture(scope="module")
-def rule_output(checkpoint, distinct_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("mteb") / "cell"
-    return out, mteb_checkpoint(
-        checkpoint, distinct_dir, out, data="standin", batch_size=16, name="contrastlab/test"
-    )
-
-
-def _without_identical_pairs(fixture_dir, out):
     """A copy of the generated SentEval tree whose STS-B test split lacks the pairs of two identical
     sentences (the fixture has two; the real STS-B test has none): their cosine is 1 up to rounding, and
-    MTEB's float32 cosine ties them where SentEval's float64 one does not (see the next test)."""
+    MTEB's float32 cosine ties them where SentEval's float64 one does not (see the second test)."""
+    out = tmp_path_factory.mktemp("distinct") / "senteval"
     shutil.copytree(fixture_dir, out)
     rel = P.SPLIT_FILES["STSBenchmark"]["test"]
     path = out / "downstream" / rel
@@ -60,6 +49,14 @@ def _without_identical_pairs(fixture_dir, out):
     counts["rows"][rel] = len(rows)
     manifest.write_text(json.dumps(counts))
     return out
+
+
+@pytest.fixture(scope="module")
+def rule_output(checkpoint, distinct_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("mteb") / "cell"
+    return out, mteb_checkpoint(
+        checkpoint, distinct_dir, out, data="standin", batch_size=16, name="contrastlab/test"
+    )
 
 
 def _mteb_stsb(checkpoint, data_dir, out):

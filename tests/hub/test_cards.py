@@ -39,20 +39,22 @@ def card(**overrides):
 IMAGE_CELL = dict(experiment="macl_cifar10", backbone="resnet18-cifar", method="macl-bs256", seed=42)
 
 
-def image_card(tmp_path, name, metrics, summary=None, **cell):
-    """The card ``<name>.md`` of an image encoder (``encoder/``, its ``settings.json`` where given) with
-    ``metrics`` as its ``vision.json``, written by :func:`write_model_card`."""
-    encoder = tmp_path / "encoder"
-    encoder.mkdir(exist_ok=True)
+def written_card(tmp_path, name, metrics, summary=None, markers=None, folder="encoder", **cell):
+    """The card ``<name>.md`` of an image encoder (``encoder/``, its ``settings.json`` where given), or of
+    a sentence checkpoint (``model/``, its ``train_summary.json``), with ``metrics`` as its metrics file,
+    written by :func:`write_model_card`."""
+    model = tmp_path / folder
+    model.mkdir(exist_ok=True)
     if summary is not None:
-        (encoder / "settings.json").write_text(json.dumps(summary))
+        written = "settings.json" if folder == "encoder" else "train_summary.json"
+        (model / written).write_text(json.dumps(summary))
     (tmp_path / f"{name}.json").write_text(json.dumps(metrics))
     return write_model_card(
         tmp_path / f"{name}.md",
         **{**IMAGE_CELL, **cell},
-        model_dir=encoder,
+        model_dir=model,
         metrics_path=tmp_path / f"{name}.json",
-        markers={},
+        markers=markers or {},
     )
 
 
@@ -87,20 +89,9 @@ def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
 
 
 def test_a_backbone_the_paper_lacks_says_so(tmp_path):
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "train_summary.json").write_text(json.dumps(SUMMARY))
-    (tmp_path / "metrics.json").write_text(json.dumps(METRICS))
     (tmp_path / "corpus.json").write_text(json.dumps(DATA["corpus"]))
-    out = write_model_card(
-        tmp_path / "card" / "README.md",
-        experiment="nie2023",
-        backbone="tiny-bert",
-        method="cl",
-        seed=42,
-        model_dir=tmp_path / "model",
-        metrics_path=tmp_path / "metrics.json",
-        markers={"corpus": tmp_path / "corpus.json"},
-    )
+    cell = dict(experiment="nie2023", backbone="tiny-bert", method="cl", folder="model")
+    out = written_card(tmp_path, "README", METRICS, SUMMARY, {"corpus": tmp_path / "corpus.json"}, **cell)
     text = out.read_text()
     assert "| sts_avg | 75.50 | – | – |" in text and "base_model" not in text
     assert out.read_text() == card(backbone="tiny-bert", base_model=None, data={"corpus": DATA["corpus"]})
@@ -121,7 +112,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
         json.dumps({"torchvision": True, "arch": "resnet18", "stem": "cifar", "width": 64, "weights": "e"})
     )
     metrics = {"scores": {"linear_top1": 80.0, "knn_top1": 75.5}, "probes": ["linear", "knn"], "n_test": 9}
-    out = image_card(tmp_path, "card", metrics, {"settings": settings, "precision": "bf16", "steps": 9})
+    out = written_card(tmp_path, "card", metrics, {"settings": settings, "precision": "bf16", "steps": 9})
     text = out.read_text()
     assert yaml.safe_load(text.split("---\n")[1])["library_name"] == "pytorch"
     assert "@inproceedings{huang2023macl," in text.split("## Citation")[1]
@@ -134,7 +125,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     diverged = {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}
     (tmp_path / "d").mkdir()
     cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method="infonce-lr1.0")
-    path = image_card(tmp_path / "d", "d", diverged, **cell)
+    path = written_card(tmp_path / "d", "d", diverged, **cell)
     text = path.read_text()
     assert "Training diverged" in text and "loss is not finite at step 3" in text
     assert "model-index" not in text and "@unpublished{oar2024stable," in text  # no score, still cited
@@ -146,7 +137,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     # parser, on CIFAR-10's hub id or on the demo's local data named as such
     scores = {"linear_top1": 80.12344, "knn_top1": 75.5, "embedding_variance": 3.0, "effective_rank_95": 9.0}
     metrics = {"scores": scores, "probes": ["linear", "knn"], "dataset": "cifar10"}
-    card_path = image_card(tmp_path, "README", metrics, {"settings": {"loss": "macl_vision"}})
+    card_path = written_card(tmp_path, "README", metrics, {"settings": {"loss": "macl_vision"}})
     loaded = ModelCard.load(card_path)
     name, results = model_index_to_eval_results(loaded.data.to_dict()["model-index"])
     assert name == "contrastlab-macl_cifar10-resnet18-cifar-macl-bs256-seed42"
@@ -160,7 +151,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     # OAR's FFN fine-tuning at 10% of the labels, on the demo's digits: named as local data, no hub id
     metrics = {"scores": {"ffn10_top1": 57.5, "ffn10_top5": 96.0}, "probes": ["ffn"], "dataset": "digits"}
     _, results = model_index_to_eval_results(
-        ModelCard.load(image_card(tmp_path, "oar", metrics)).data.to_dict()["model-index"]
+        ModelCard.load(written_card(tmp_path, "oar", metrics)).data.to_dict()["model-index"]
     )
     assert [(r.metric_name, r.metric_value, r.dataset_type) for r in results] == [
         ("Top-1 accuracy, FFN fine-tuned on 10% of the labels (ffn10_top1)", 57.5, "digits"),
@@ -172,7 +163,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
 def test_a_user_loss_is_named_by_its_callable_not_by_the_users_file_path(tmp_path):
     """A card is public: a user loss configured as ``/home/me/losses/my.py:my_loss`` is ``my_loss`` on it."""
     settings = {**SUMMARY["settings"], "loss": "/home/me/losses/my.py:my_loss"}
-    image = image_card(tmp_path, "README", {"scores": {}}, {"settings": settings})
+    image = written_card(tmp_path, "README", {"scores": {}}, {"settings": settings})
     for text in (card(method="mine", summary={**SUMMARY, "settings": settings}), image.read_text()):
         assert "my_loss" in yaml.safe_load(text.split("---\n")[1])["tags"] and "/home/me" not in text
 
@@ -191,7 +182,7 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     nie = papers.paper_for("nie2023")
     monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
     assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
-    path = image_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
+    path = written_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
     tags = [
         "image-feature-extraction",
         "contrastive-learning",

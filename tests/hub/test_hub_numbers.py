@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,18 +25,14 @@ VOCAB = 674_422
 PARAMETERS = 5_400_176
 
 
-def _checkpoint(folder: Path) -> Path:
-    save_tiny_bert(folder, VOCAB)
-    write_sentence_transformers_files(folder, "cls")
-    return folder
-
-
 def test_memory_usage_mb_is_mtebs_rule_on_a_checkpoint_of_known_size(tmp_path):
     """mteb 2.26 (ModelMeta._calculate_memory_usage_mb without the hub): round(n_parameters * 4 / 1024**2),
     fp32. 20.60003 MiB -> 21; a floor would give 20, decimal megabytes (1e6) 22, 2 bytes a parameter 10."""
     mteb_models = pytest.importorskip("mteb.models")
+    save_tiny_bert(tmp_path / "model", VOCAB)
+    write_sentence_transformers_files(tmp_path / "model", "cls")
     meta = mr.model_meta(
-        _checkpoint(tmp_path / "model"),
+        tmp_path / "model",
         name="contrastlab/hand",
         license="apache-2.0",
         base_model=None,

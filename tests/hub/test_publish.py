@@ -30,6 +30,7 @@ TAR = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve
 STS = {"STS12": 68.1, "STS13": 80.25, "STS14": 73.0, "STS15": 81.5, "STS16": 77.75}
 SCORES = {**STS, "STSBenchmark": 76.8512345, "SICKRelatedness": 70.5, "MR": 81.0}
 BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
+NIE_CELL = {"experiment": "nie2023", "backbone": "bert-base", "method": "cl", "seed": 42}
 MARKERS = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
 
 
@@ -82,10 +83,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
         (tmp_path / f"{name}.json").write_text(json.dumps(value))
     out = write_model_card(
         tmp_path / "card" / "README.md",
-        experiment="nie2023",
-        backbone="bert-base",
-        method="cl",
-        seed=42,
+        **NIE_CELL,
         model_dir=model,
         metrics_path=tmp_path / "metrics.json",
         markers={name: tmp_path / f"{name}.json" for name in MARKERS},
@@ -168,9 +166,7 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
     model = tmp_path / "model"
     day = datetime.datetime(2026, 3, 14, 12, tzinfo=datetime.UTC).timestamp()
     os.utime(model / "model.safetensors", (day, day))
-    fields = pub.checkpoint_meta(
-        model, experiment="nie2023", backbone="bert-base", method="cl", seed=42, backbones=BACKBONES
-    )
+    fields = pub.checkpoint_meta(model, **NIE_CELL, backbones=BACKBONES)
     meta = mteb_models.ModelMeta.model_validate_json_resolved(json.dumps(fields))
     assert (meta.license, meta.release_date) == ("apache-2.0", "2026-03-14")
     assert meta.n_parameters == int((out.parent / "params").read_text()) > 0
@@ -446,9 +442,7 @@ def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path
     model = tmp_path / "model"
     model.mkdir()
     params = tiny_checkpoint(model)
-    fields = pub.checkpoint_meta(
-        model, experiment="nie2023", backbone="bert-base", method="cl", seed=42, backbones=BACKBONES
-    )
+    fields = pub.checkpoint_meta(model, **NIE_CELL, backbones=BACKBONES)
     st = mteb_sts.load_sentence_transformer(model, name=fields["name"])
     rows = {
         "STSBenchmark": mteb_sts.PairSet(["a b", "c d", "e"], ["a", "d c", "f"], np.array([1.0, 3.0, 2.0]))

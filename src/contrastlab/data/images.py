@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ class CifarSource:
     torchvision_class: type
     url: str
     archive_md5: str
-    file_md5: dict[str, str] | None = field(default=None)
+    file_md5: dict[str, str] | None = None
 
     def dataset_class(self) -> type:
         """torchvision's class, or a subclass whose documented md5 attributes (``train_list``,
@@ -123,12 +123,8 @@ def cifar_source(dataset: str, custom: Mapping[str, Any] | None) -> CifarSource 
     if not custom or dataset not in PUBLISHED_SOURCES:
         return None
     published = PUBLISHED_SOURCES[dataset]
-    return CifarSource(
-        published.torchvision_class,
-        custom["url"],
-        custom.get("archive_md5", published.archive_md5),
-        custom.get("file_md5"),
-    )
+    archive_md5 = custom.get("archive_md5", published.archive_md5)
+    return replace(published, url=custom["url"], archive_md5=archive_md5, file_md5=custom.get("file_md5"))
 
 
 def _check_name(dataset: str, split: str = "train") -> None:

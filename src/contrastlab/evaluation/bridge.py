@@ -114,24 +114,20 @@ def bridge_task(
     lookup = _lookup(encode, se_a + se_b + mteb.sentence1 + mteb.sentence2)
     start = _score_sts(lookup, scored)  # the SentEval protocol's number, computed as it computes it
     # 1. text form: the same pairs (per sub-dataset), in MTEB's text where MTEB has the pair
-    texts, k = [], 0
-    for p in scored:
-        a, b = [], []
-        for x, y in zip(p.a, p.b, strict=True):
-            j = counterpart[k]
-            a.append(x if j is None else mteb.sentence1[j])
-            b.append(y if j is None else mteb.sentence2[j])
-            k += 1
-        texts.append(Pairs(p.name, a, b, p.gold))
+    a = [x if j is None else mteb.sentence1[j] for x, j in zip(se_a, counterpart, strict=True)]
+    b = [y if j is None else mteb.sentence2[j] for y, j in zip(se_b, counterpart, strict=True)]
+    ends = np.cumsum([len(p.a) for p in scored])
+    texts = [
+        Pairs(p.name, a[end - len(p.a) : end], b[end - len(p.a) : end], p.gold)
+        for p, end in zip(scored, ends, strict=True)
+    ]
     after_text = _score_sts(lookup, texts)
     # 2. pooling: one set, as MTEB scores it
-    after_pooling = _spearman(
-        lookup, [s for p in texts for s in p.a], [s for p in texts for s in p.b], se_gold
-    )
+    after_pooling = _spearman(lookup, a, b, se_gold)
     # 3. pairs present in the scored split; 4. MTEB's split (every MTEB row)
     keep = [i for i, o in enumerate(origin) if o != "other"]
-    pick = lambda rows, idx: [rows[i] for i in idx]  # noqa: E731
-    after_pairs = _spearman(lookup, pick(mteb.sentence1, keep), pick(mteb.sentence2, keep), mteb.score[keep])
+    kept = [[rows[i] for i in keep] for rows in (mteb.sentence1, mteb.sentence2)]
+    after_pairs = _spearman(lookup, *kept, mteb.score[keep])
     after_split = _spearman(lookup, mteb.sentence1, mteb.sentence2, mteb.score)
     chain = [start, after_text, after_pooling, after_pairs, after_split, float(mteb_score)]
     means = [_spearman(lookup, p.a, p.b, p.gold) for p in scored]

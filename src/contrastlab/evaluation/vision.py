@@ -387,6 +387,12 @@ def load_features(path: str | os.PathLike) -> dict[str, Any]:
     return torch.load(Path(path), map_location="cpu", weights_only=True)
 
 
+def _check_probes(probes: Sequence[str]) -> None:
+    unknown = sorted(set(probes) - set(PROBES))
+    if unknown or not probes:
+        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
+
+
 @ieee_fp32()  # the probes' matmuls too: the README's "evaluation in IEEE fp32"
 def probe_features(
     features: Mapping[str, Any],
@@ -400,14 +406,10 @@ def probe_features(
     """The CPU half of an image evaluation: the ``probes`` (:data:`PROBES`) fitted on the frozen features
     of :func:`encoder_features` (moved to ``device``, default: where they are); returns the metrics
     :func:`evaluate_encoder` documents. Nothing here needs the encoder or a GPU."""
-    unknown = sorted(set(probes) - set(PROBES))
-    if unknown or not probes:
-        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
+    _check_probes(probes)
     dev = torch.device(device) if device is not None else features["train_x"].device
-    train_x, train_y, test_x, test_y = (
-        features[k].to(dev) for k in ("train_x", "train_y", "test_x", "test_y")
-    )
-    args = (train_x, train_y, test_x, test_y)
+    args = tuple(features[k].to(dev) for k in ("train_x", "train_y", "test_x", "test_y"))
+    train_x, train_y, test_x, test_y = args
     num_classes, seed = NUM_CLASSES[features["dataset"]], int(features["seed"])
     seeded = {"num_classes": num_classes, "seed": seed}  # the linear probe's and the FFN's
     used = {
@@ -478,9 +480,7 @@ def evaluate_encoder(
     label percentage P; always ``embedding_variance`` and ``effective_rank_95``. A diverged FFN run
     (:data:`FFN_DIVERGENCE`) has its keys in ``diverged`` (key -> reason) instead. ``linear``/``knn``/
     ``ffn`` override the ``*_DEFAULTS``; ``download`` fetches CIFAR into ``data_root`` when absent."""
-    unknown = sorted(set(probes) - set(PROBES))
-    if unknown or not probes:  # before the features are extracted
-        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
+    _check_probes(probes)  # before the features are extracted
     features = encoder_features(
         encoder_dir, data_root=data_root, batch_size=batch_size, device=device, download=download
     )

@@ -440,13 +440,11 @@ def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[s
                 "no Hugging Face token: run `hf auth login` (or set HF_TOKEN), then PUSH=1 again"
             )
     lines = plan.lines()
-    for line in lines:
-        print(line)
+    print(*lines, sep="\n")
     if push:
         commit = _push(plan, api)
-        done = f"# committed {commit.oid}: {commit.commit_url}"
-        print(done)
-        lines.append(done)
+        lines.append(f"# committed {commit.oid}: {commit.commit_url}")
+        print(lines[-1])
     return lines
 
 

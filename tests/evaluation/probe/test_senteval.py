@@ -99,14 +99,11 @@ def test_batched_fit_equals_literal_probe(nclasses, reduction, optim):
     grid = [1e-5, 1e-3, 1e-1]
     W, acc, Xa = SP.train_probes(X, y, [probe.Fit(tr, dev), probe.Fit(tr)], grid, nclasses, cfg)
     for r, l2 in enumerate(grid):
-        lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
-        assert lit.fit(X[tr], y[tr], validation_data=(X[dev], y[dev])) == pytest.approx(acc[0, r])
-        got = torch.cat([lit.model.weight.detach().T, lit.model.bias.detach()[None]])
-        assert torch.allclose(W[0, r], got, atol=1e-4), (l2, (W[0, r] - got).abs().max())
-        lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
-        assert lit.fit(X[tr], y[tr]) == pytest.approx(acc[1, r])  # validation_split
-        got = torch.cat([lit.model.weight.detach().T, lit.model.bias.detach()[None]])
-        assert torch.allclose(W[1, r], got, atol=1e-4)
+        for f, validation in enumerate([(X[dev], y[dev]), None]):  # None: validation_split
+            lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
+            assert lit.fit(X[tr], y[tr], validation_data=validation) == pytest.approx(acc[f, r])
+            got = torch.cat([lit.model.weight.detach().T, lit.model.bias.detach()[None]])
+            assert torch.allclose(W[f, r], got, atol=1e-4), (l2, (W[f, r] - got).abs().max())
         assert SP.accuracy(Xa, y, W[1, r], dev) == pytest.approx(lit.score(X[dev], y[dev]))
 
 
@@ -187,14 +184,12 @@ def test_early_stopping_counter_is_never_reset():
 
 def test_fasttest_classifier_is_simcses():
     """SimCSE's evaluation.py, fasttest/dev: {nhid 0, optim rmsprop, batch_size 128, tenacity 3,
-    epoch_size 2} with kfold 5; RMSprop at torch's defaults (SentEval passes no arguments)."""
-    from contrastlab.senteval import protocol as P
-
+    epoch_size 2}; RMSprop at torch's defaults (SentEval passes no arguments). The folds per mode:
+    tests/senteval/test_protocol_constants.py."""
     cfg = SP.CONFIG_BY_MODE["fasttest"]
     assert (cfg.optim, cfg.batch_size, cfg.tenacity, cfg.epoch_size) == ("rmsprop", 128, 3, 2)
     defaults = torch.optim.RMSprop([torch.zeros(1, requires_grad=True)]).defaults
     assert (cfg.lr, cfg.alpha, cfg.eps) == (defaults["lr"], defaults["alpha"], defaults["eps"])
-    assert SP.CONFIG_BY_MODE["dev"] == cfg and P.KFOLD["fasttest"] == P.KFOLD["dev"] == 5
+    assert SP.CONFIG_BY_MODE["dev"] == cfg
     test = SP.CONFIG_BY_MODE["test"]
     assert (test.optim, test.batch_size, test.tenacity, test.epoch_size) == ("adam", 64, 5, 4)
-    assert P.KFOLD["test"] == 10
