@@ -162,8 +162,7 @@ def ratio(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
     1.414214
     """
     p = checked_hp(loss, hp, TABLE1_LOSSES)
-    cos_pos = np.asarray(cos_pos, np.float64)
-    cos_neg = np.asarray(cos_neg, np.float64)
+    cos_pos, cos_neg = np.asarray(cos_pos, np.float64), np.asarray(cos_neg, np.float64)
     shape = np.broadcast_shapes(cos_pos.shape + (1,), cos_neg.shape)
     if loss in ("infonce", "mpt"):
         return np.ones(shape)
@@ -209,8 +208,7 @@ def gd_monte_carlo(
     n_pos, n_neg = (points, points) if isinstance(points, int) else points
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
-    gd = np.empty((len(losses), n_pos, n_neg))
-    se = np.empty((len(losses), n_pos, n_neg))
+    gd, se = np.empty((2, len(losses), n_pos, n_neg))
     for row, stream in enumerate(np.random.SeedSequence(seed).spawn(n_pos)):
         rng = np.random.default_rng(stream)
         # The positives of the whole row first, then the negatives chunk after chunk: the draws, and
@@ -346,21 +344,17 @@ def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFr
         "mat": (np.sin(mu_neg) / np.sin(mu_pos), mu_neg - mu_pos >= FIG4_MAT_MARGIN),
     }
     frames = []
-    for loss, (ratio_value, dissipated) in values.items():
+    for loss, (r, dissipated) in values.items():
         occurs = ~((mu_pos > mu_neg) | dissipated)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "loss": loss,
-                    "mu_pos": mu_pos.ravel(),
-                    "mu_neg": mu_neg.ravel(),
-                    "ratio": ratio_value.ravel(),
-                    "occurs": occurs.ravel(),
-                    # §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
-                    "in_1_2": ((ratio_value >= 1.0) & (ratio_value <= 2.0)).ravel(),
-                }
-            )
-        )
+        # in_1_2, §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
+        columns = {
+            "mu_pos": mu_pos,
+            "mu_neg": mu_neg,
+            "ratio": r,
+            "occurs": occurs,
+            "in_1_2": (r >= 1) & (r <= 2),
+        }
+        frames.append(pd.DataFrame({"loss": loss, **{k: v.ravel() for k, v in columns.items()}}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -417,9 +411,8 @@ def hardest_negative_share(
         for tau in taus:
             w = weight("infonce", cos_pos, cos_neg, tau=tau)
             share = w.max(axis=-1) / w.sum(axis=-1)
-            if gd_threshold is None:
-                keep = np.ones(batches, dtype=bool)
-            else:
+            keep = np.ones(batches, dtype=bool)
+            if gd_threshold is not None:
                 keep = gradient_dissipation("infonce", cos_pos, cos_neg, tau=tau) >= gd_threshold
             rows.append(
                 {
