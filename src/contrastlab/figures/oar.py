@@ -87,22 +87,17 @@ def plot_lr_sweep(
         for ax, key in zip(axes[:, 0], keys, strict=True):
             part = frame[frame["key"] == key]
             for method, curve in part.groupby("method", sort=False):
-                oar = bool(curve["oar"].iloc[0])
-                ax.plot(
-                    curve["value"],
-                    curve["mean"],
-                    LINESTYLES[1] if oar else LINESTYLES[0],
-                    marker="o",
-                    color=colour[curve["loss"].iloc[0]],
-                    label=labels.get(method, method_label(method)),
-                )
+                hue = colour[curve["loss"].iloc[0]]
+                dash = LINESTYLES[1] if curve["oar"].iloc[0] else LINESTYLES[0]  # dotted with OAR
+                label = labels.get(method, method_label(method))
+                ax.plot(curve["value"], curve["mean"], dash, marker="o", color=hue, label=label)
                 lost = curve[curve["mean"].isna() & (curve.get("n_diverged", 0) > 0)]
                 if len(lost):
                     ax.plot(
                         lost["value"],
                         [0.0] * len(lost),
                         "x",
-                        color=colour[curve["loss"].iloc[0]],
+                        color=hue,
                         markersize=7,
                         markeredgewidth=1.5,
                         transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
