@@ -48,7 +48,7 @@ from contrastlab.figures.geometry_logs import (
     swept_value,
 )
 from contrastlab.figures.nie2023 import checked_hp
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, heatmap, house_style, pi_ticks, save
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, heatmap, house_style, line, pi_ticks, save
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 from contrastlab.losses.catalog import DEFAULTS
@@ -447,9 +447,7 @@ def draw_hardest_negative_share(
     for k, tau in enumerate(taus):
         rows = frame[frame["tau"] == tau]
         colour = PALETTE[k % len(PALETTE)]
-        left.plot(
-            rows["mu_neg"], rows["share"], color=colour, linestyle=LINESTYLES[0], label=rf"$\tau$={tau:g}"
-        )
+        line(left, rows, "mu_neg", "share", k, rf"$\tau$={tau:g}", linestyle=LINESTYLES[0])
         left.plot(rows["mu_neg"], rows["share_all"], color=colour, linestyle=LINESTYLES[1], linewidth=0.9)
     left.set(xlabel=r"$\mu_{\mathrm{neg}}$", ylabel="hardest negative's share of W", ylim=(0.0, 1.02))
     pi_ticks(left.xaxis, _MU_NEG_TICKS)
@@ -463,14 +461,8 @@ def draw_hardest_negative_share(
     mu_values = np.sort(frame["mu_neg"].unique())
     marks = sorted({float(mu_values[np.abs(mu_values - target).argmin()]) for target in _SHARE_MARKS})
     for k, mu in enumerate(marks):
-        rows = frame[frame["mu_neg"] == mu].sort_values("tau")
-        right.plot(
-            rows["tau"],
-            rows["share_all"],
-            color=PALETTE[k],
-            marker="o",
-            label=rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$",
-        )
+        label = rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$"
+        line(right, frame[frame["mu_neg"] == mu].sort_values("tau"), "tau", "share_all", k, label, marker="o")
     right.axhline(1.0 / negatives, color=PALETTE[-1], linestyle=LINESTYLES[2], linewidth=0.8, label="1/K")
     right.set(xscale="log", xlabel=r"temperature $\tau$")
     right.set(ylabel="hardest negative's share of W (all batches)", ylim=(0.0, 1.02))
