@@ -556,13 +556,9 @@ def fig8a(results: Results, stem: str | Path, experiments: Sequence[str], points
 def fig8b(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
     """Li Fig. 8b: the dynamic ratios of ArcCon, MET and MAT across training, R = 1 dashed."""
     frame = geometry_frame(Path(results.checkpoint()), experiments[0])
-    ratios = {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}
-    return plot_step_panels(
-        frame[frame["method"] == BASELINE],
-        stem,
-        {"dynamic ratio R": ratios},
-        reference={"dynamic ratio R": 1.0},
-    )
+    title = "dynamic ratio R"
+    panels = {title: {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}}
+    return plot_step_panels(frame[frame["method"] == BASELINE], stem, panels, reference={title: 1.0})
 
 
 @registry.figure("li2024/li2024_fig8c")
