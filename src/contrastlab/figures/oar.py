@@ -156,8 +156,7 @@ def embedding_spectrum(
 
 def _bare(ax) -> None:
     """No ticks and no grid on ``ax`` (a matrix, or a panel with nothing to show)."""
-    ax.set_xticks([])
-    ax.set_yticks([])
+    ax.set(xticks=[], yticks=[])
     ax.grid(False)
 
 
@@ -184,11 +183,10 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
             ax.semilogy(np.arange(1, len(sv) + 1), np.clip(sv, 1e-12, None), color=PALETTE[col])
             ax.set_title(f"{title}\neffective rank (95%): {s['effective_rank']}")
             ax.set(xlabel="index", ylabel="σ / σ₁")
-            image = axes[1, col].imshow(
-                s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest"
-            )
-            axes[1, col].set_title("cosine affinity (sorted by class)")
-            _bare(axes[1, col])
+            matrix = axes[1, col]
+            image = matrix.imshow(s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest")
+            matrix.set_title("cosine affinity (sorted by class)")
+            _bare(matrix)
             rows += [(name, i + 1, float(v), s["effective_rank"]) for i, v in enumerate(sv)]
         if image is not None:
             fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="cos")
