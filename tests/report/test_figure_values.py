@@ -23,8 +23,9 @@ from contrastlab.report.claims import (
 from tests.report.test_claims import FULL, claim
 
 
-def grid(tmp_path, **extra) -> Grid:
-    experiments = {n: FULL["experiments"][n] for n in ("nie2023", "li2024_conjectures", "li2024_fig6_r")}
+def grid(tmp_path, names=("nie2023", "li2024_conjectures", "li2024_fig6_r"), **extra) -> Grid:
+    """One seed of config.yaml's experiments ``names``, its results (the figures' CSVs) under ``tmp_path``."""
+    experiments = {n: FULL["experiments"][n] for n in names}
     return Grid({"seeds": [42], "experiments": experiments, "results_dir": str(tmp_path), **extra})
 
 

@@ -171,13 +171,8 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     assert '-0.10 <span class="badge v-undecided" title="undecided">?</span>' in page
     assert '<td style="text-align: right;">not run</td>' in page and "<td>+3.52 ± ?</td>" in page
     # the tally's counts, each a badge with its number; a zero is no finding and stays uncoloured
-    for kind, text in [
-        ("reproduced", "reproduced 2"),
-        ("not-reproduced", "not reproduced 1"),
-        ("paper-unsupported", "paper unsupported 1"),
-        ("not-run", "not run 3"),
-    ]:
-        assert f'<span class="badge v-{kind}">{text}</span>' in page
+    for word, n in [("reproduced", 2), ("not reproduced", 1), ("paper unsupported", 1), ("not run", 3)]:
+        assert f'<span class="badge v-{word.replace(" ", "-")}">{word} {n}</span>' in page
     assert "· undecided 0 ·" in page and 'v-undecided">undecided 0' not in page
     # the colours: green for reproduced and within noise, red for not reproduced and below
     assert BADGE_COLOURS["reproduced"] == BADGE_COLOURS["within"] == ("#c8e6c9", "#1b5e20")
@@ -246,13 +241,8 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
         counts = re.sub(r"<[^>]+>", "", claims.split("</p>")[0])  # zero counts carry no badge
         tally = dict(re.findall(r"((?:not |paper )?[a-z]+) (\d+)", counts.removeprefix("\nTally: ")))
         table = claims.split("<table>", 1)[1]
-        for word, kind in [
-            ("reproduced", "reproduced"),
-            ("not reproduced", "not-reproduced"),
-            ("paper unsupported", "paper-unsupported"),
-            ("undecided", "undecided"),
-            ("not run", "not-run"),
-        ]:
+        for word in ("reproduced", "not reproduced", "paper unsupported", "undecided", "not run"):
+            kind = word.replace(" ", "-")
             badges = table.count(f'<td><span class="badge v-{kind}">')
             badges += table.count(f'<td><details class="why"><summary><span class="badge v-{kind}">')
             assert int(tally[word]) == badges, (word, section[:80])

@@ -117,23 +117,12 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
         log = tmp_path / "checkpoints" / cell / "train_log.jsonl"
         log.parent.mkdir(parents=True)
         log.write_text("\n".join(json.dumps(e) for e in events) + '\n{"event": "tra')  # a line cut by a kill
+    versions = {"contrastlab": "0.2.0", "torch": "2.14.1", "transformers": "5.23.0"}  # numpy's not shown
+    gpu_row = {"commit": "`aaaaaaaaaaaa`", **versions, "device": "cuda:0 (NVIDIA H200)"}
+    cpu_row = {"commit": "`bbbbbbbbbbbb` + uncommitted changes", **versions, "device": "cpu (Xeon)"}
     assert environment_rows(tmp_path) == [
-        {
-            "commit": "`aaaaaaaaaaaa`",
-            "contrastlab": "0.2.0",
-            "torch": "2.14.1",
-            "transformers": "5.23.0",
-            "device": "cuda:0 (NVIDIA H200)",
-            "training jobs": "macl_cifar10 ×1, nie2023 ×2",
-        },
-        {
-            "commit": "`bbbbbbbbbbbb` + uncommitted changes",
-            "contrastlab": "0.2.0",
-            "torch": "2.14.1",
-            "transformers": "5.23.0",
-            "device": "cpu (Xeon)",
-            "training jobs": "oar_cifar10 ×1",
-        },
+        {**gpu_row, "training jobs": "macl_cifar10 ×1, nie2023 ×2"},
+        {**cpu_row, "training jobs": "oar_cifar10 ×1"},
     ]
     section = to_markdown(input_blocks(tmp_path / "metrics", "artifacts.lock.json", tmp_path)).splitlines()
     assert section[0] == "## Inputs" and section[2].startswith(

@@ -3,16 +3,14 @@ worked out by hand, with the Monte-Carlo error in use, and the simulation's stan
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from contrastlab import config as cl_config
-from contrastlab.config import Grid
 from contrastlab.figures.li2024 import gd_monte_carlo, gradient_dissipation, hardest_negative_share
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report.claims import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -23,13 +21,10 @@ from contrastlab.report.claims import (
 )
 from contrastlab.report.figure_values import mc_z
 from tests.report.test_claims import claim
+from tests.report.test_figure_values import grid as figures_grid
 from tests.report.test_figure_values import write
 
-LI = {"li2024": cl_config.load(REPO_ROOT / "config.yaml")["experiments"]["li2024"]}
-
-
-def grid(tmp_path, **extra) -> Grid:
-    return Grid({"seeds": [42], "experiments": LI, "results_dir": str(tmp_path), **extra})
+grid = functools.partial(figures_grid, names=("li2024",))
 
 
 def gd_rows(losses, close: float, close_se: float, far: float, far_se: float) -> pd.DataFrame:

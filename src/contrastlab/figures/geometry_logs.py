@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, line, note, save
+from contrastlab.figures.style import LINESTYLES, figure, house_style, line, note, save
 from contrastlab.figures.training_curves import geometry_frame
 
 __all__ = [
@@ -71,14 +71,10 @@ def plot_step_panels(
                     if curve is None:
                         continue
                     name = " — ".join(x for x in (label, line_label(*run) if len(runs) > 1 else "") if x)
-                    ax.plot(
-                        curve["step"],
-                        curve["value"],
-                        marker=".",
-                        color=PALETTE[(k if len(spec) > 1 else i) % len(PALETTE)],
-                        linestyle=LINESTYLES[(i if len(spec) > 1 else 0) % len(LINESTYLES)],
-                        label=name or line_label(*run),
-                    )
+                    several = len(spec) > 1  # a colour per key and a dash per run, else a colour per run
+                    dash = LINESTYLES[(i if several else 0) % len(LINESTYLES)]
+                    name = name or line_label(*run)
+                    line(ax, curve, "step", "value", k if several else i, name, marker=".", linestyle=dash)
                     drawn = True
             if reference and title in reference:
                 ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)

@@ -48,7 +48,7 @@ from contrastlab.figures.geometry_logs import (
     swept_value,
 )
 from contrastlab.figures.nie2023 import checked_hp
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, heatmap, house_style, pi_ticks, save
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, heatmap, house_style, line, pi_ticks, save
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 from contrastlab.losses.catalog import DEFAULTS
@@ -162,8 +162,7 @@ def ratio(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
     1.414214
     """
     p = checked_hp(loss, hp, TABLE1_LOSSES)
-    cos_pos = np.asarray(cos_pos, np.float64)
-    cos_neg = np.asarray(cos_neg, np.float64)
+    cos_pos, cos_neg = np.asarray(cos_pos, np.float64), np.asarray(cos_neg, np.float64)
     shape = np.broadcast_shapes(cos_pos.shape + (1,), cos_neg.shape)
     if loss in ("infonce", "mpt"):
         return np.ones(shape)
@@ -209,8 +208,7 @@ def gd_monte_carlo(
     n_pos, n_neg = (points, points) if isinstance(points, int) else points
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
-    gd = np.empty((len(losses), n_pos, n_neg))
-    se = np.empty((len(losses), n_pos, n_neg))
+    gd, se = np.empty((2, len(losses), n_pos, n_neg))
     for row, stream in enumerate(np.random.SeedSequence(seed).spawn(n_pos)):
         rng = np.random.default_rng(stream)
         # The positives of the whole row first, then the negatives chunk after chunk: the draws, and
@@ -346,21 +344,17 @@ def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFr
         "mat": (np.sin(mu_neg) / np.sin(mu_pos), mu_neg - mu_pos >= FIG4_MAT_MARGIN),
     }
     frames = []
-    for loss, (ratio_value, dissipated) in values.items():
+    for loss, (r, dissipated) in values.items():
         occurs = ~((mu_pos > mu_neg) | dissipated)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "loss": loss,
-                    "mu_pos": mu_pos.ravel(),
-                    "mu_neg": mu_neg.ravel(),
-                    "ratio": ratio_value.ravel(),
-                    "occurs": occurs.ravel(),
-                    # §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
-                    "in_1_2": ((ratio_value >= 1.0) & (ratio_value <= 2.0)).ravel(),
-                }
-            )
-        )
+        # in_1_2, §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
+        columns = {
+            "mu_pos": mu_pos,
+            "mu_neg": mu_neg,
+            "ratio": r,
+            "occurs": occurs,
+            "in_1_2": (r >= 1) & (r <= 2),
+        }
+        frames.append(pd.DataFrame({"loss": loss, **{k: v.ravel() for k, v in columns.items()}}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -417,9 +411,8 @@ def hardest_negative_share(
         for tau in taus:
             w = weight("infonce", cos_pos, cos_neg, tau=tau)
             share = w.max(axis=-1) / w.sum(axis=-1)
-            if gd_threshold is None:
-                keep = np.ones(batches, dtype=bool)
-            else:
+            keep = np.ones(batches, dtype=bool)
+            if gd_threshold is not None:
                 keep = gradient_dissipation("infonce", cos_pos, cos_neg, tau=tau) >= gd_threshold
             rows.append(
                 {
@@ -454,9 +447,7 @@ def draw_hardest_negative_share(
     for k, tau in enumerate(taus):
         rows = frame[frame["tau"] == tau]
         colour = PALETTE[k % len(PALETTE)]
-        left.plot(
-            rows["mu_neg"], rows["share"], color=colour, linestyle=LINESTYLES[0], label=rf"$\tau$={tau:g}"
-        )
+        line(left, rows, "mu_neg", "share", k, rf"$\tau$={tau:g}", linestyle=LINESTYLES[0])
         left.plot(rows["mu_neg"], rows["share_all"], color=colour, linestyle=LINESTYLES[1], linewidth=0.9)
     left.set(xlabel=r"$\mu_{\mathrm{neg}}$", ylabel="hardest negative's share of W", ylim=(0.0, 1.02))
     pi_ticks(left.xaxis, _MU_NEG_TICKS)
@@ -470,14 +461,8 @@ def draw_hardest_negative_share(
     mu_values = np.sort(frame["mu_neg"].unique())
     marks = sorted({float(mu_values[np.abs(mu_values - target).argmin()]) for target in _SHARE_MARKS})
     for k, mu in enumerate(marks):
-        rows = frame[frame["mu_neg"] == mu].sort_values("tau")
-        right.plot(
-            rows["tau"],
-            rows["share_all"],
-            color=PALETTE[k],
-            marker="o",
-            label=rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$",
-        )
+        label = rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$"
+        line(right, frame[frame["mu_neg"] == mu].sort_values("tau"), "tau", "share_all", k, label, marker="o")
     right.axhline(1.0 / negatives, color=PALETTE[-1], linestyle=LINESTYLES[2], linewidth=0.8, label="1/K")
     right.set(xscale="log", xlabel=r"temperature $\tau$")
     right.set(ylabel="hardest negative's share of W (all batches)", ylim=(0.0, 1.02))
@@ -571,13 +556,9 @@ def fig8a(results: Results, stem: str | Path, experiments: Sequence[str], points
 def fig8b(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
     """Li Fig. 8b: the dynamic ratios of ArcCon, MET and MAT across training, R = 1 dashed."""
     frame = geometry_frame(Path(results.checkpoint()), experiments[0])
-    ratios = {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}
-    return plot_step_panels(
-        frame[frame["method"] == BASELINE],
-        stem,
-        {"dynamic ratio R": ratios},
-        reference={"dynamic ratio R": 1.0},
-    )
+    title = "dynamic ratio R"
+    panels = {title: {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}}
+    return plot_step_panels(frame[frame["method"] == BASELINE], stem, panels, reference={title: 1.0})
 
 
 @registry.figure("li2024/li2024_fig8c")

@@ -87,22 +87,17 @@ def plot_lr_sweep(
         for ax, key in zip(axes[:, 0], keys, strict=True):
             part = frame[frame["key"] == key]
             for method, curve in part.groupby("method", sort=False):
-                oar = bool(curve["oar"].iloc[0])
-                ax.plot(
-                    curve["value"],
-                    curve["mean"],
-                    LINESTYLES[1] if oar else LINESTYLES[0],
-                    marker="o",
-                    color=colour[curve["loss"].iloc[0]],
-                    label=labels.get(method, method_label(method)),
-                )
+                hue = colour[curve["loss"].iloc[0]]
+                dash = LINESTYLES[1] if curve["oar"].iloc[0] else LINESTYLES[0]  # dotted with OAR
+                label = labels.get(method, method_label(method))
+                ax.plot(curve["value"], curve["mean"], dash, marker="o", color=hue, label=label)
                 lost = curve[curve["mean"].isna() & (curve.get("n_diverged", 0) > 0)]
                 if len(lost):
                     ax.plot(
                         lost["value"],
                         [0.0] * len(lost),
                         "x",
-                        color=colour[curve["loss"].iloc[0]],
+                        color=hue,
                         markersize=7,
                         markeredgewidth=1.5,
                         transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
@@ -161,8 +156,7 @@ def embedding_spectrum(
 
 def _bare(ax) -> None:
     """No ticks and no grid on ``ax`` (a matrix, or a panel with nothing to show)."""
-    ax.set_xticks([])
-    ax.set_yticks([])
+    ax.set(xticks=[], yticks=[])
     ax.grid(False)
 
 
@@ -189,11 +183,10 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
             ax.semilogy(np.arange(1, len(sv) + 1), np.clip(sv, 1e-12, None), color=PALETTE[col])
             ax.set_title(f"{title}\neffective rank (95%): {s['effective_rank']}")
             ax.set(xlabel="index", ylabel="σ / σ₁")
-            image = axes[1, col].imshow(
-                s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest"
-            )
-            axes[1, col].set_title("cosine affinity (sorted by class)")
-            _bare(axes[1, col])
+            matrix = axes[1, col]
+            image = matrix.imshow(s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest")
+            matrix.set_title("cosine affinity (sorted by class)")
+            _bare(matrix)
             rows += [(name, i + 1, float(v), s["effective_rank"]) for i, v in enumerate(sv)]
         if image is not None:
             fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="cos")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import PALETTE, figure, house_style, note, save
+from contrastlab.figures.style import figure, house_style, line, note, save
 from contrastlab.paths import read_metrics
 from contrastlab.senteval.protocol import ALIGNMENT_SPLIT
 
@@ -93,8 +93,8 @@ def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     value."""
     rows = []
     for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
+        for text in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(text)
             rows += [
                 (backbone, method, seed, int(record["step"]), label, float(record[key]))
                 for (event, key), label in CURVE_SERIES.items()
@@ -230,19 +230,13 @@ def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     series = list(CURVE_SERIES.values())
     mean = frame.groupby(["backbone", "method", "series", "step"], as_index=False)["value"].mean()
     runs = list(dict.fromkeys(zip(mean["backbone"], mean["method"], strict=True)))
-    colour = {run: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
     with house_style():
         fig, axes = figure(2, 4, width="page", aspect=0.8, sharex=True)
         for ax, label in zip(axes.flat, series, strict=True):
             part = mean[mean["series"] == label]
             for (backbone, method), curve in part.groupby(["backbone", "method"], sort=False):
-                ax.plot(
-                    curve["step"],
-                    curve["value"],
-                    marker=".",
-                    color=colour[(backbone, method)],
-                    label=f"{method} ({backbone})",
-                )
+                label = f"{method} ({backbone})"
+                line(ax, curve, "step", "value", runs.index((backbone, method)), label, marker=".")
             ax.set_title(label, fontsize="medium")
             if part.empty:
                 note(ax, "not logged\n(analysis_every off)")

@@ -49,7 +49,7 @@ def build_report(
     # (metrics, the figures' numbers that claims read, logs) lies under ``results``, whatever folder the
     # config names: a report rendered elsewhere never reads the config's own results folder
     grid = Grid({**config, "results_dir": results.root})
-    metrics_root, results_dir, report_path = results.metrics(), results.root, results.report
+    metrics_root = results.metrics()
     names, comparisons, search_names = _table_names(grid, tables)
     metrics = collect_metrics(metrics_root)
     failures = collect_failures(metrics_root)
@@ -61,25 +61,20 @@ def build_report(
     side_paths, compare_blocks, search_blocks, bridge = _write_beside_tables(
         results, grid, metrics, out_dir, comparisons, search_names
     )
-    written += side_paths
-    written.append(
-        write_report(
-            built,
-            Path(report_path),
-            metrics_root=metrics_root,
-            grid=grid,
-            figures=figures,
-            results_dir=results_dir,
-            sections=compare_blocks,
-            bridge=bridge,
-            searches=search_blocks,
-            metrics=metrics,
-        )
+    report = write_report(
+        built,
+        Path(results.report),
+        metrics_root=metrics_root,
+        grid=grid,
+        figures=figures,
+        results_dir=results.root,
+        sections=compare_blocks,
+        bridge=bridge,
+        searches=search_blocks,
+        metrics=metrics,
     )
-
-    written.append(Path(report_path).with_suffix(".html"))  # report.html beside it, figures embedded
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
-    return written
+    return [*written, *side_paths, report, report.with_suffix(".html")]  # report.html: figures embedded
 
 
 def _write_beside_tables(

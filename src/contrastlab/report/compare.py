@@ -45,14 +45,7 @@ def write_claims(results, out_dir: Path) -> Path:
     """``out_dir / claims.csv``: per claim (``results``, :func:`~.claims.evaluate_claims`) its id, paper
     file, verdict and the parts run of all; what :func:`compare_runs` reads."""
     rows = [
-        {
-            "id": r.claim["id"],
-            "experiment": r.claim.get("experiment", ""),
-            "verdict": r.verdict,
-            "parts_run": r.parts_run,
-            "parts": len(r.parts),
-        }
-        for r in results
+        (r.claim["id"], r.claim.get("experiment", ""), r.verdict, r.parts_run, len(r.parts)) for r in results
     ]
     frame = pd.DataFrame(rows, columns=["id", "experiment", "verdict", "parts_run", "parts"])
     path = Path(out_dir) / CLAIMS_NAME

@@ -112,8 +112,7 @@ def _measured_parts(
             wanted = contrast(part)
             positions = {cell_of(m, "")[0].split("@", 1)[1] for m in wanted if "@" in m}
             if {"min", "max"} <= positions and one_value:  # @min and @max are one cell: nothing to compare
-                missing = ["a second sweep point"]
-                result = PartResult(backbone, wanted, NOT_RUN, missing=missing, task=task)
+                result = PartResult(backbone, wanted, NOT_RUN, missing=["a second sweep point"], task=task)
                 measured.append((result, ours, [], None, None))
                 continue
             terms = _resolved_terms(wanted, task, experiment, values, ours)

@@ -184,9 +184,8 @@ def _markdown():
             for element in [e for e in root.iter() if e.tag in ("a", "img")]:
                 target = element.get("href" if element.tag == "a" else "src", "")
                 if element.tag == "img" or not _safe_href(target):
-                    alt = element.get("alt", "")
                     if element.tag == "img":
-                        element.text = "!" + alt if alt else "!"  # ![alt](src) as written
+                        element.text = "!" + element.get("alt", "")  # ![alt](src) as written
                     element.tag = "span"  # the link or image as the text it was written as: [text](target)
                     element.attrib.clear()
                     element.text = "[" + (element.text or "")

@@ -156,8 +156,7 @@ def environment_rows(results_dir: str | os.PathLike) -> list[dict[str, str]]:
             **{package: versions.get(package, "?") for package in ("contrastlab", "torch", "transformers")},
             "device": f"{device} ({start['device_name']})" if start.get("device_name") else device,
         }
-        jobs = seen.setdefault(tuple(row.values()), {**row, "jobs": {}})["jobs"]
-        jobs[cell.split("/")[0]] = jobs.get(cell.split("/")[0], 0) + 1
+        seen.setdefault(tuple(row.values()), {**row, "jobs": Counter()})["jobs"][cell.split("/")[0]] += 1
     for row in seen.values():
         row["training jobs"] = ", ".join(f"{name} ×{n}" for name, n in row.pop("jobs").items())
     return list(seen.values())

@@ -182,19 +182,10 @@ def write_report(
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
-    blocks = report_blocks(
-        built,
-        report_path.parent,
-        metrics_root=metrics_root,
-        grid=grid,
-        results_dir=results_dir,
-        metrics=metrics,
-        **parts,
-    )
+    run = {"metrics_root": metrics_root, "grid": grid, "results_dir": results_dir, "metrics": metrics}
+    blocks = report_blocks(built, report_path.parent, **run, **parts)
     # the config's names and the paths are text in both renderings, never Markdown or HTML
-    literals = literals_of(
-        grid.config if grid is not None else None, str(results_dir or ""), str(metrics_root)
-    )
+    literals = literals_of(grid and grid.config, str(results_dir or ""), str(metrics_root))
     write_text(report_path, to_markdown(blocks, literals))  # atomically (paths.atomic_write)
     write_html_report(blocks, report_path.with_suffix(".html"), literals, title=run_title(results_dir))
     return report_path
@@ -485,13 +476,8 @@ def _claims_guide() -> list:
         if load_claims(p).get("not_regenerated")
     ]
     if untested:
-        guide.append(
-            Paragraph(
-                "Not tested here (headline results of the papers that this pipeline does not regenerate): "
-                + "; ".join(untested)
-                + "."
-            )
-        )
+        lead = "Not tested here (headline results of the papers that this pipeline does not regenerate)"
+        guide.append(Paragraph(f"{lead}: {'; '.join(untested)}."))
     return guide
 
 

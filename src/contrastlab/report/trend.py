@@ -151,6 +151,7 @@ def phased_parts(
                 experiment, {"sweep": part["sweep"], "over": claim["phases"][part["phase"]]}
             )
             result = PartResult(backbone, {n: 0.0 for n, _ in in_phase}, NOT_RUN, task=task, trend=label)
+            parts.append(result)
             fit = fitted.get(part["sweep"])
             result.missing = [n for n, _ in in_phase if not (fit and fit[0].get(n))]
             if result.missing or fit is None or k not in fit[4]:  # a phase's point not run: not run
@@ -158,7 +159,6 @@ def phased_parts(
                     f"two sweep points of {part['sweep']} in the {part['phase']!r} phase"
                 ]
                 result.terms = result.terms or {part["sweep"]: 1.0}
-                parts.append(result)
                 continue
             runs, xs, _, _, fits = fitted[part["sweep"]]
             slope, sxx, sxx_points = fits[k]
@@ -172,7 +172,6 @@ def phased_parts(
             settle(result, delta, s / math.sqrt(sxx), level)
             df_of = lambda n, d=df, e=per_seed, r=result.seeds: max(d, d + (n - r) * e)  # noqa: E731
             pending.append((result, delta, s, 1 / sxx_points, df_of))
-            parts.append(result)
     return parts, pending
 
 
@@ -232,12 +231,12 @@ def trend_parts(
             runs = {n: [v for v in r.values() if not math.isnan(v)] for n, r in runs.items()}
             label = trend_label(claim, part, axis)
             result = PartResult(backbone, {n: 0.0 for n, _ in points}, NOT_RUN, task=task, trend=label)
+            parts.append(result)
             result.missing = [n for n, r in runs.items() if not r]
             if len(points) < 2:
                 result.missing.append(f"two sweep points of {part['sweep']} (the sweep has {len(points)})")
             if result.missing:
                 result.terms = result.terms or {part["sweep"]: 1.0}
-                parts.append(result)
                 continue
             xs = {n: x_of(v, scale) for n, v in points}
             x = [xs[n] for n, r in runs.items() for _ in r]
@@ -251,5 +250,4 @@ def trend_parts(
             n_points = len(points)
             df_of = lambda n, d=fit.df, p=n_points: max(d, n * p - 2)  # noqa: E731
             pending.append((result, delta, fit.s, 1 / fit.sxx_points, df_of))
-            parts.append(result)
     return parts, pending
