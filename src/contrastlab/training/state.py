@@ -145,9 +145,7 @@ def load_state(state_dir: Path, fingerprint: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     payload = read_snapshot(path)
-    if payload.get("fingerprint") != fingerprint:
-        return None
-    return payload
+    return payload if payload.get("fingerprint") == fingerprint else None
 
 
 def save_best(state_dir: Path, step: int, save: Any) -> Path:
