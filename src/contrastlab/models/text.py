@@ -186,8 +186,7 @@ def materialize_backbone(
             tokenizer = AutoTokenizer.from_pretrained(resolve_alias(tokenizer_alias))
             config = BertConfig(vocab_size=tokenizer.vocab_size, **dict(spec["random"]))
             torch.manual_seed(seed)
-            model = BertModel(config)
-            model.save_pretrained(tmp)
+            BertModel(config).save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             record = {
                 "source": "random",
