@@ -64,16 +64,11 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
     np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(_cuda_state(state["cuda"], device), device)
-
-
-def _cuda_state(saved: torch.Tensor | list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """``device``'s CUDA generator state in a snapshot's ``cuda`` entry: one state, or an older
-    version's list of every GPU's."""
-    if isinstance(saved, torch.Tensor):
-        return saved
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return saved[index] if index < len(saved) else saved[0]
+        saved = state["cuda"]
+        if not isinstance(saved, torch.Tensor):  # an older version's list of every GPU's
+            index = torch.cuda.current_device() if device.index is None else device.index
+            saved = saved[index] if index < len(saved) else saved[0]
+        torch.cuda.set_rng_state(saved, device)
 
 
 def atomic_write_bytes(path: Path, write: Any) -> None:
