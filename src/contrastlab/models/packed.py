@@ -154,11 +154,8 @@ def pack(attention_mask: torch.Tensor, draws: str = "padded", device: torch.devi
 def _to_device(parts: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
     """Host int64 tensors on ``device`` through one buffer: one copy (page-locked and non-blocking on
     CUDA: the host goes on at once, and the copy is ordered before the kernels that read it)."""
-    buffer = torch.cat(parts)
-    if device.type == "cuda":
-        buffer = buffer.pin_memory().to(device, non_blocking=True)
-    else:
-        buffer = buffer.to(device)
+    buffer, cuda = torch.cat(parts), device.type == "cuda"
+    buffer = (buffer.pin_memory() if cuda else buffer).to(device, non_blocking=cuda)
     return buffer.split([p.numel() for p in parts])
 
 
@@ -186,10 +183,9 @@ def packed_embeddings(
     flat = packing.index
     mask = packing.key_mask[:, 0, 0, :]
     ids = input_ids.reshape(-1).index_select(0, flat)
-    if token_type_ids is None:
-        types = torch.zeros_like(ids)
-    else:
-        types = token_type_ids.reshape(-1).index_select(0, flat)
+    types = (
+        torch.zeros_like(ids) if token_type_ids is None else token_type_ids.reshape(-1).index_select(0, flat)
+    )
     positions = _position_ids(model, input_ids, mask).reshape(-1).index_select(0, flat)
     x = emb.word_embeddings(ids) + emb.token_type_embeddings(types)
     x = x + emb.position_embeddings(positions)

@@ -77,12 +77,6 @@ def file_digests(folder: str | Path) -> dict[str, str]:
     }
 
 
-def _place(src: Path, out: Path) -> None:
-    """Copy the model folder ``src`` to ``out``, hard-linking where they share a file system (a hub cache's
-    1.4 GB of weights need not be written twice)."""
-    shutil.copytree(src, out, copy_function=link_or_copy, ignore=shutil.ignore_patterns(".*"))
-
-
 def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path) -> dict[str, Any]:
     """Fetch ``spec["hf_id"]`` at the revision the lock pins (or, unpinned, ``spec["revision"]``, default
     ``main``) through the Hugging Face cache, check it against the lock, place it in ``out``; returns its
@@ -120,7 +114,8 @@ def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path) -> dict
         artifacts_lock.record(
             lock_file, "backbones", repo_id, {"requested": asked, "revision": commit, "files": files}
         )
-    _place(snapshot, out)
+    # hard links where out shares the cache's file system: its 1.4 GB of weights are not written twice
+    shutil.copytree(snapshot, out, copy_function=link_or_copy, ignore=shutil.ignore_patterns(".*"))
     return {"source": "hf_id", "hf_id": repo_id, "revision": commit, "files": files}
 
 
@@ -186,8 +181,7 @@ def materialize_backbone(
             tokenizer = AutoTokenizer.from_pretrained(resolve_alias(tokenizer_alias))
             config = BertConfig(vocab_size=tokenizer.vocab_size, **dict(spec["random"]))
             torch.manual_seed(seed)
-            model = BertModel(config)
-            model.save_pretrained(tmp)
+            BertModel(config).save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             record = {
                 "source": "random",

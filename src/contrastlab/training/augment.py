@@ -406,6 +406,5 @@ def two_views(
     with its own draws: the same distribution of view pairs, half the kernel launches, other views for
     a generator state)."""
     if calls == "one":
-        view1, view2 = augment(torch.cat([images, images]), generator).chunk(2)
-        return view1, view2
+        return augment(torch.cat([images, images]), generator).chunk(2)
     return augment(images, generator), augment(images, generator)

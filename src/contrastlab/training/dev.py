@@ -53,9 +53,7 @@ class DevEvaluator:
             (*self._padded(rows), torch.tensor(rows, device=device))
             for rows in (order[start : start + batch_size] for start in range(0, len(order), batch_size))
         ]
-        self.task = task
         self.n_sentences = len(unique)
-        self.n_pairs = len(gold)
         self.left = torch.tensor([index[s] for s in sentences1], device=device)
         self.right = torch.tensor([index[s] for s in sentences2], device=device)
         self.gold = np.asarray(gold, dtype=np.float64)

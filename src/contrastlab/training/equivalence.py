@@ -84,8 +84,7 @@ def run_steps(
         capture_s, t = time.perf_counter() - t, time.perf_counter()
         losses = []
         for k in range(steps):
-            out = step(*batches[k % len(batches)])
-            losses.append(out.loss.detach().clone())
+            losses.append(step(*batches[k % len(batches)]).loss.detach().clone())
             scheduler.step()
         sync(device)
         seconds = time.perf_counter() - t

@@ -179,10 +179,7 @@ def finalize(
             }
             for lam in LEMMA1_LAMBDAS
         },
-        "hist": {
-            "pos": [int(x) for x in value["hist_pos"].tolist()],
-            "neg": [int(x) for x in value["hist_neg"].tolist()],
-        },
+        "hist": {side: [int(x) for x in value[f"hist_{side}"].tolist()] for side in ("pos", "neg")},
     }
 
 

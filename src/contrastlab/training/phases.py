@@ -40,7 +40,7 @@ from typing import Any
 
 from contrastlab.paths import write_text
 
-__all__ = ["Phases", "close_summary", "job_start", "note_job_start", "note_phase", "process_started"]
+__all__ = ["Phases", "close_summary", "note_job_start", "note_phase", "process_started"]
 
 #: How the running job started (:func:`note_job_start`), set by the workflow's job frame.
 _JOB_START: dict[str, Any] | None = None
@@ -56,10 +56,6 @@ def note_job_start(record: Mapping[str, Any] | None) -> None:
     global _JOB_START
     _JOB_START = dict(record) if record else None
     _FRAME_PHASES.clear()  # a new job: its frame's phases are noted after this
-
-
-def job_start() -> dict[str, Any] | None:
-    return _JOB_START
 
 
 def note_phase(phase: str, seconds: float) -> None:
@@ -110,15 +106,13 @@ class Phases:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        self.start = job_start()
+        self.start = _JOB_START
         now = clock()
         self.started = self.start["process_started"] if self.start else process_started()
-        self.seconds: dict[str, float] = {}
         handed_over = self.start.get("handed_over") if self.start else None
-        if handed_over is None:
-            self.seconds["interpreter_s"] = max(0.0, now - self.started)
-        else:
-            self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
+        interpreter = max(0.0, (now if handed_over is None else handed_over) - self.started)
+        self.seconds: dict[str, float] = {"interpreter_s": interpreter}
+        if handed_over is not None:
             # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
             self.seconds["imports_s"] = max(0.0, now - handed_over - sum(_FRAME_PHASES.values()))
             self.seconds.update(_FRAME_PHASES)

@@ -59,17 +59,13 @@ def _schema_of(defs_key: str):
     ), properties
 
 
-def check_against_schema(settings: Any, defs_key: str) -> None:
+def check_against_schema(settings: Settings, defs_key: str) -> None:
     """Check every field of a settings dataclass that the config schema's ``$defs[defs_key]`` describes
     (type, choices, bounds), so that the schema states each bound once; raise one line naming the
     first field that fails (e.g. "batch_size must be >= 2, got 1"). The dataclasses keep only the checks
     that span several fields."""
     validator, properties = _schema_of(defs_key)
-    values = {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in ((f.name, getattr(settings, f.name)) for f in dataclasses.fields(settings))
-        if name in properties
-    }
+    values = {name: value for name, value in settings.to_dict().items() if name in properties}
     errors = sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.path])
     if not errors:
         return

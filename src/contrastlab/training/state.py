@@ -64,16 +64,11 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
     np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(_cuda_state(state["cuda"], device), device)
-
-
-def _cuda_state(saved: torch.Tensor | list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """``device``'s CUDA generator state in a snapshot's ``cuda`` entry: one state, or an older
-    version's list of every GPU's."""
-    if isinstance(saved, torch.Tensor):
-        return saved
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return saved[index] if index < len(saved) else saved[0]
+        saved = state["cuda"]
+        if not isinstance(saved, torch.Tensor):  # an older version's list of every GPU's
+            index = torch.cuda.current_device() if device.index is None else device.index
+            saved = saved[index] if index < len(saved) else saved[0]
+        torch.cuda.set_rng_state(saved, device)
 
 
 def atomic_write_bytes(path: Path, write: Any) -> None:
@@ -110,22 +105,18 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     fix = f"delete the cell's state folder {path.parent} to restart the cell"
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        needed = _UNSUPPORTED.search(str(error))
+    except MemoryError:
+        raise
+    except Exception as error:  # torch's reader: RuntimeError, EOFError, KeyError, ... on damaged bytes
+        if isinstance(error, OSError) and error.errno not in (errno.EINVAL, None):
+            raise
+        needed = _UNSUPPORTED.search(str(error)) if isinstance(error, pickle.UnpicklingError) else None
         if needed is None:
             raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
         raise SnapshotUnreadableError(
             f"the snapshot {path} holds more than tensors and plain values ({needed.group(1)}; written "
             f"by an older contrastlab, or not by contrastlab), so it was not loaded; {fix}"
         ) from None
-    except MemoryError:
-        raise
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, None):
-            raise
-        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
-    except Exception as error:  # torch's reader: RuntimeError, EOFError, KeyError, ... on damaged bytes
-        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
     if not isinstance(payload, dict):
         raise SnapshotUnreadableError(
             f"the snapshot {path} is no contrastlab snapshot (a {type(payload).__name__}); {fix}"
@@ -145,9 +136,7 @@ def load_state(state_dir: Path, fingerprint: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     payload = read_snapshot(path)
-    if payload.get("fingerprint") != fingerprint:
-        return None
-    return payload
+    return payload if payload.get("fingerprint") == fingerprint else None
 
 
 def save_best(state_dir: Path, step: int, save: Any) -> Path:

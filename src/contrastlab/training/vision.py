@@ -75,6 +75,8 @@ ENCODER_FILE = "encoder.safetensors"
 SETTINGS_FILE = "settings.json"
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
+#: The settings that are :class:`~.augment.SimCLRAugment`'s keyword arguments of the same name.
+AUGMENT_KEYS = "crop_scale crop_ratio jitter jitter_p gray_p flip_p blur_p blur_sigma blur_kernel".split()
 
 
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
@@ -181,20 +183,7 @@ class VisionTrainSettings(Settings):
 
     def augment(self, size: int, mean, std) -> SimCLRAugment:
         """The training augmentation these settings describe, for images of side ``size``."""
-        return SimCLRAugment(
-            size,
-            mean=mean,
-            std=std,
-            crop_scale=self.crop_scale,
-            crop_ratio=self.crop_ratio,
-            jitter=self.jitter,
-            jitter_p=self.jitter_p,
-            gray_p=self.gray_p,
-            flip_p=self.flip_p,
-            blur_p=self.blur_p,
-            blur_sigma=self.blur_sigma,
-            blur_kernel=self.blur_kernel,
-        )
+        return SimCLRAugment(size, mean=mean, std=std, **{key: getattr(self, key) for key in AUGMENT_KEYS})
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:
@@ -460,11 +449,10 @@ def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple
     """The seeded encoder and head on ``device`` (train mode) and the dimension the loss sees."""
     seed_all(s.seed)
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
+    head: torch.nn.Module = torch.nn.Identity()  # without a head the loss sees the encoder's output
+    loss_dim = encoder.feature_dim
     if s.projection_head:
-        head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
-    else:
-        head = torch.nn.Identity()
-    loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
+        head, loss_dim = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim), s.head_dim
     encoder.to(device, memory_format=channels_last).train()
     head.to(device).train()
     return encoder, head, loss_dim
