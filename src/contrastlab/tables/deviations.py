@@ -42,34 +42,28 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
     mode = grid.options.evaluation.get("mode", PAPER_MODE)
     if mode != PAPER_MODE:
         out.append(
-            {
-                "setting": "evaluation mode",
-                "paper": "SentEval test mode (10 folds, Adam probe)",
-                "ours": f"{mode} (5 folds, SimCSE's RMSprop fasttest probe)",
-                "why": "a quick preset; transfer accuracies are not comparable to the paper's",
-            }
+            _row(
+                "evaluation mode",
+                "SentEval test mode (10 folds, Adam probe)",
+                f"{mode} (5 folds, SimCSE's RMSprop fasttest probe)",
+                "a quick preset; transfer accuracies are not comparable to the paper's",
+            )
         )
     for key in ("max_steps", "max_sentences"):
         values = sorted(v for v in _training_values(grid, experiment, key) if v is not None)
         if values:
             out.append(
-                {
-                    "setting": key,
-                    "paper": "one epoch over 1M Wikipedia sentences",
-                    "ours": f"{key} = {', '.join(map(str, values))}",
-                    "why": "a shortened run (preset); scores are not comparable to the paper's",
-                }
+                _row(
+                    key,
+                    "one epoch over 1M Wikipedia sentences",
+                    f"{key} = {', '.join(map(str, values))}",
+                    "a shortened run (preset); scores are not comparable to the paper's",
+                )
             )
     seeds = grid.experiment(experiment).seeds or []
     if len(seeds) < PAPER_RUNS:
-        out.append(
-            {
-                "setting": "seeds",
-                "paper": f"mean of {PAPER_RUNS} runs",
-                "ours": f"{len(seeds)} seed(s): {', '.join(map(str, seeds))}",
-                "why": "a preset with fewer runs",
-            }
-        )
+        ours = f"{len(seeds)} seed(s): {', '.join(map(str, seeds))}"
+        out.append(_row("seeds", f"mean of {PAPER_RUNS} runs", ours, "a preset with fewer runs"))
     out += _extra_backbones(grid, experiment, "offline or small backbones of a preset")
     return out
 
@@ -81,7 +75,12 @@ def _extra_backbones(grid: Grid, experiment: str, why: str) -> list[dict[str, st
     if not extra:
         return []
     ours = f"also {', '.join(extra)} (no published numbers)"
-    return [{"setting": "backbones", "paper": ", ".join(in_paper), "ours": ours, "why": why}]
+    return [_row("backbones", ", ".join(in_paper), ours, why)]
+
+
+def _row(setting: str, paper: str, ours: str, why: str) -> dict[str, str]:
+    """One deviation: the setting, what the paper did, what we do, and why."""
+    return {"setting": setting, "paper": paper, "ours": ours, "why": why}
 
 
 #: Each vision table's paper schedule (single runs: no seed count to compare), from its paper's record
@@ -94,14 +93,8 @@ def _precision_override(grid: Grid, paper: str) -> list[dict[str, str]]:
     override = grid.options.precision_override
     if not override:
         return []
-    return [
-        {
-            "setting": "precision",
-            "paper": paper,
-            "ours": f"{override} for every cell (precision_override)",
-            "why": "the speed switch of this run's config",
-        }
-    ]
+    ours = f"{override} for every cell (precision_override)"
+    return [_row("precision", paper, ours, "the speed switch of this run's config")]
 
 
 def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
@@ -113,14 +106,8 @@ def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
     if epochs or steps:
         ours = [f"epochs = {', '.join(map(str, epochs))}"] if epochs else []
         ours += [f"max_steps = {', '.join(map(str, steps))}"] if steps else []
-        out.append(
-            {
-                "setting": "schedule",
-                "paper": f"{paper_epochs} epochs",
-                "ours": "; ".join(ours),
-                "why": "a shortened run (preset); accuracies are not comparable to the paper's",
-            }
-        )
+        why = "a shortened run (preset); accuracies are not comparable to the paper's"
+        out.append(_row("schedule", f"{paper_epochs} epochs", "; ".join(ours), why))
     return out + _extra_backbones(grid, experiment, "small encoders of a preset")
 
 
@@ -193,7 +180,7 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         "anchor": "search: stage 1 anchor",
     }
     rows = [
-        {"setting": labels[key], "paper": str(r["paper"]), "ours": ours[key], "why": str(r["why"])}
+        _row(labels[key], str(r["paper"]), ours[key], str(r["why"]))
         for key, r in reading.items()
         if key in labels
     ]
@@ -207,12 +194,12 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         )
         count = sum(len(b) for *_, b in outside)
         rows.append(
-            {
-                "setting": "search: published values off the grid",
-                "paper": f"prints {listed}; grid {grids}",
-                "ours": f"the grid: these {count} can never be selected (“published off grid”)",
-                "why": "the paper disagrees with itself",
-            }
+            _row(
+                "search: published values off the grid",
+                f"prints {listed}; grid {grids}",
+                f"the grid: these {count} can never be selected (“published off grid”)",
+                "the paper disagrees with itself",
+            )
         )
     return rows
 
