@@ -195,8 +195,7 @@ def _scores(
     if best:
         agg = best_over_sweep(agg, best["label"], best["values"])
     cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
-    cells["n_seeds"] = cells["n_seeds"].fillna(0).astype(int)
-    cells["n_diverged"] = cells["n_diverged"].fillna(0).astype(int)
+    cells[["n_seeds", "n_diverged"]] = cells[["n_seeds", "n_diverged"]].fillna(0).astype(int)
     one_run = (cells["method"] == PRETRAINED) | cells["method"].str.endswith(SEARCHED)
     expected = np.where(one_run, 1, len(seeds) if seeds is not None else 0)
     pairs = list(zip(cells["backbone"], cells["method"], strict=True))
@@ -314,9 +313,8 @@ def assemble(
     units = pub[pub["unit"] != ""].groupby(["method", "key"])["unit"].first().rename("unit_of").reset_index()
     rows = rows.merge(pub, on=["backbone", "method", "key"], how="left")
     rows = rows.merge(units, on=["method", "key"], how="left")
-    rows["unit"] = rows["unit_of"].fillna("")
+    rows["unit"] = rows.pop("unit_of").fillna("")
     rows["mark"] = rows["mark"].fillna("")
-    rows = rows.drop(columns=["unit_of"])
     rows = _with_searched_rows(rows, spec, grid)
     rows["in_paper"] = rows["backbone"].isin(layout["backbones"])
     seeds = grid.experiment(spec.experiment).seeds

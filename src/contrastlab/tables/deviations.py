@@ -35,9 +35,7 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Deviations that follow from the config itself (see the module docstring)."""
     exp = grid.experiment(experiment).spec
     if exp.get("track") == "vision":
-        return _precision_override(grid, "each paper's own (the code's: fp32)") + _detected_vision(
-            grid, experiment
-        )
+        return _detected_vision(grid, experiment)
     out = _precision_override(grid, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
     mode = grid.options.evaluation.get("mode", PAPER_MODE)
     if mode != PAPER_MODE:
@@ -98,8 +96,9 @@ def _precision_override(grid: Grid, paper: str) -> list[dict[str, str]]:
 
 
 def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
-    """Shortened schedules and backbones without published numbers, for a vision experiment."""
-    out = []
+    """The precision switch, shortened schedules and backbones without published numbers, for a vision
+    experiment."""
+    out = _precision_override(grid, "each paper's own (the code's: fp32)")
     paper_epochs = VISION_PAPER_EPOCHS.get(experiment, VISION_PAPER_EPOCHS["macl_cifar10"])
     epochs = sorted(v for v in _training_values(grid, experiment, "epochs") if v != paper_epochs)
     steps = sorted(v for v in _training_values(grid, experiment, "max_steps") if v is not None)
