@@ -33,17 +33,20 @@ def _with_search(config: dict, experiment: str, search: dict) -> dict:
     return cl_config.validate(config)
 
 
+#: The demo's nie2023 search points and the configured cell each shares: lr 3e-5, m 0.23 is the configured
+#: mpt cell of the demo, that cell, not a second training.
+DEMO_NIE_POINTS = [
+    ("mpt~s1-lr3e-05-m0.23", "mpt"),
+    ("mpt~s1-lr3e-05-m0.3", None),
+    ("mpt~s1-lr0.0001-m0.23", None),
+    ("mpt~s1-lr0.0001-m0.3", None),
+]
+
+
 def test_demo_points_and_shared_cells():
     points = S.search_points(cl_config.Grid(_demo()))
     nie = [p for p in points if p.experiment == "nie2023"]
-    assert [p.name for p in nie] == [
-        "mpt~s1-lr3e-05-m0.23",
-        "mpt~s1-lr3e-05-m0.3",
-        "mpt~s1-lr0.0001-m0.23",
-        "mpt~s1-lr0.0001-m0.3",
-    ]
-    # lr 3e-5, m 0.23 is the configured mpt cell of the demo: that cell, not a second training
-    assert [p.shared_with for p in nie] == ["mpt", None, None, None]
+    assert [(p.name, p.shared_with) for p in nie] == DEMO_NIE_POINTS
     assert nie[0].cell.path == "nie2023/tiny-bert/mpt/seed42"
     li = [p for p in points if p.experiment == "li2024"]
     assert [(p.stage, p.name, p.shared_with) for p in li] == [
@@ -433,10 +436,5 @@ def test_a_select_that_leaves_the_twin_out_still_shares_it(select):
     nie = [
         p for p in S.search_points(cl_config.Grid(cl_config.validate(config))) if p.experiment == "nie2023"
     ]
-    assert [(p.name, p.shared_with) for p in nie] == [
-        ("mpt~s1-lr3e-05-m0.23", "mpt"),
-        ("mpt~s1-lr3e-05-m0.3", None),
-        ("mpt~s1-lr0.0001-m0.23", None),
-        ("mpt~s1-lr0.0001-m0.3", None),
-    ]
+    assert [(p.name, p.shared_with) for p in nie] == DEMO_NIE_POINTS
     assert nie[0].cell == cl_config.Cell("nie2023", "tiny-bert", "mpt", 42)
