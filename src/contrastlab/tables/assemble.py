@@ -185,8 +185,7 @@ def _scores(
 ) -> pd.DataFrame:
     seeds = grid.experiment(spec.experiment).seeds
     agg = aggregate(metrics, spec.experiment, seeds)
-    best = meta["layout"].get("best_over_sweep")
-    if best:
+    if best := meta["layout"].get("best_over_sweep"):
         agg = best_over_sweep(agg, best["label"], best["values"])
     cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
     cells[["n_seeds", "n_diverged"]] = cells[["n_seeds", "n_diverged"]].fillna(0).astype(int)
@@ -208,8 +207,7 @@ def _scores(
     )
     cells["expected_seeds"] = expected
     cells["diff"] = cells["ours_mean"] - cells["published"]
-    over = (meta.get("improvement") or {}).get("over") or {}
-    if over:
+    if over := (meta.get("improvement") or {}).get("over"):
         base = agg.rename(columns={"method": "base", "ours_mean": "base_mean"})[
             ["backbone", "base", "key", "base_mean"]
         ]

@@ -183,8 +183,7 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         for key, r in reading.items()
         if key in labels
     ]
-    outside = off_grid_values(grid, experiment)
-    if outside:
+    if outside := off_grid_values(grid, experiment):
         listed = "; ".join(f"{m} {a.removeprefix('hp.')} {v:g} ({', '.join(b)})" for m, a, v, b in outside)
         grids = "; ".join(
             dict.fromkeys(
