@@ -218,31 +218,24 @@ def test_a_paper_file_in_the_wrong_shape_stops_with_one_line(tmp_path):
     _paper_file(tmp_path, "b2021", (record % "b2021").replace("a2020", "b2021"))
     with pytest.raises(ValueError, match=r"two paper files share an order: \[1, 1\]"):
         papers.load_papers(tmp_path)
-    _paper_file(tmp_path, "b2021", "order: 2\nname: B 2021\n")
-    with pytest.raises(ValueError, match=r"b2021.yaml: a paper file needs citation, tables"):
-        papers.load_papers(tmp_path)
-    _paper_file(tmp_path, "b2021", "order: 2\nname: B 2021\ncitation: {}\ntables: []\n")  # was a KeyError
-    with pytest.raises(ValueError, match=r"b2021.yaml: its record is not in docs/adding-a-paper.md's shape"):
-        papers.load_papers(tmp_path)
-    _paper_file(tmp_path, "b2021", "order: 2\ntables: [\n")  # was PyYAML's traceback
-    with pytest.raises(
-        ValueError,
-        match=r"b2021.yaml: not valid YAML: .+ at line 3, column 1; fix it there \(docs/adding-a-paper.md\)$",
-    ):
-        papers.load_papers(tmp_path)
     for text, problem in (
-        ("order: 2\ndate: 2020-13-45\n", "month must be in 1..12"),  # a value PyYAML cannot build
-        ("order: 2\nname: B \x07\n", "control characters are not allowed"),  # a control character
+        (b"order: 2\nname: B 2021\n", r"b2021.yaml: a paper file needs citation, tables"),
+        (
+            b"order: 2\nname: B 2021\ncitation: {}\ntables: []\n",
+            r"b2021.yaml: its record is not in docs/adding-a-paper.md's shape",
+        ),
+        (
+            b"order: 2\ntables: [\n",
+            r"b2021.yaml: not valid YAML: .+ at line 3, column 1; fix it there \(docs/adding-a-paper.md\)$",
+        ),
+        (b"order: 2\ndate: 2020-13-45\n", r"month must be in 1\.\.12"),  # a value PyYAML cannot build
+        (b"order: 2\nname: B \x07\n", "control characters are not allowed"),  # a control character
+        (b"order: 2\nname: B \xff\n", r"b2021.yaml: not valid YAML: 'utf-8' codec can't decode"),  # not UTF-8
     ):
-        _paper_file(tmp_path, "b2021", text)
+        (tmp_path / "b2021.yaml").write_bytes(text)
         with pytest.raises(papers.PaperRecordError) as refused:
             papers.load_papers(tmp_path)
-        assert problem in str(refused.value) and len(str(refused.value).splitlines()) == 1
-    (tmp_path / "b2021.yaml").write_bytes(b"order: 2\nname: B \xff\n")  # not UTF-8
-    with pytest.raises(
-        papers.PaperRecordError, match=r"b2021.yaml: not valid YAML: 'utf-8' codec can't decode"
-    ):
-        papers.load_papers(tmp_path)
+        assert re.search(problem, str(refused.value)) and len(str(refused.value).splitlines()) == 1
     figures = tmp_path / "figures"
     figures.mkdir()
     entry = "figures: {%s: {experiments: [%s], reads: %s, caption: C}}\n"

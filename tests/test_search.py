@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 
 import pandas as pd
 import pytest
@@ -19,6 +20,7 @@ from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables.search import DIFFERS, NOT_RUN, SAME, published_hparams, selection_rows
+from tests.tables.tables_synthetic import scores_frame
 
 
 def _demo() -> dict:
@@ -31,17 +33,20 @@ def _with_search(config: dict, experiment: str, search: dict) -> dict:
     return cl_config.validate(config)
 
 
+#: The demo's nie2023 search points and the configured cell each shares: lr 3e-5, m 0.23 is the configured
+#: mpt cell of the demo, that cell, not a second training.
+DEMO_NIE_POINTS = [
+    ("mpt~s1-lr3e-05-m0.23", "mpt"),
+    ("mpt~s1-lr3e-05-m0.3", None),
+    ("mpt~s1-lr0.0001-m0.23", None),
+    ("mpt~s1-lr0.0001-m0.3", None),
+]
+
+
 def test_demo_points_and_shared_cells():
     points = S.search_points(cl_config.Grid(_demo()))
     nie = [p for p in points if p.experiment == "nie2023"]
-    assert [p.name for p in nie] == [
-        "mpt~s1-lr3e-05-m0.23",
-        "mpt~s1-lr3e-05-m0.3",
-        "mpt~s1-lr0.0001-m0.23",
-        "mpt~s1-lr0.0001-m0.3",
-    ]
-    # lr 3e-5, m 0.23 is the configured mpt cell of the demo: that cell, not a second training
-    assert [p.shared_with for p in nie] == ["mpt", None, None, None]
+    assert [(p.name, p.shared_with) for p in nie] == DEMO_NIE_POINTS
     assert nie[0].cell.path == "nie2023/tiny-bert/mpt/seed42"
     li = [p for p in points if p.experiment == "li2024"]
     assert [(p.stage, p.name, p.shared_with) for p in li] == [
@@ -245,9 +250,7 @@ def test_plan_prices_the_searches():
 def test_paper_scale_searches_are_priced():
     config = cl_config.load(REPO_ROOT / "config.yaml")
     points = S.search_points(cl_config.Grid(config))
-    stages = {(p.experiment, p.stage): 0 for p in points}
-    for p in points:
-        stages[(p.experiment, p.stage)] += 1
+    stages = Counter((p.experiment, p.stage) for p in points)
     # Nie A.3: 16 lr x batch points x 7 losses x 4 backbones; stage 2: the losses' ranges
     # (3 + 3 + 135 + 11 + 16 + 11 + 11 = 190 per backbone). Li A.4: 16 x 4 losses x 2 backbones;
     # stage 2: 60 (MHS: 20) per loss and backbone.
@@ -350,14 +353,13 @@ def _rows(config: dict, tmp_path, metrics=None) -> dict[str, dict]:
 
 def _dev_metrics(values: dict[str, list[float]], backbone: str = "bert-base"):
     """Configured cells' best STS-B dev Spearman per seed (the dev noise's pool)."""
-    rows = [
-        ("nie2023", backbone, method, seed, "best_dev_spearman", v)
-        for method, vs in values.items()
-        for seed, v in zip((42, 43, 44), vs, strict=True)
-    ]
-    frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    frame["seed"] = frame["seed"].astype("Int64")
-    return frame
+    return scores_frame(
+        [
+            ("nie2023", backbone, method, seed, "best_dev_spearman", v)
+            for method, vs in values.items()
+            for seed, v in zip((42, 43, 44), vs, strict=True)
+        ]
+    )
 
 
 def test_published_point_within_the_winners_dev_noise_counts_as_matched(tmp_path):
@@ -434,10 +436,5 @@ def test_a_select_that_leaves_the_twin_out_still_shares_it(select):
     nie = [
         p for p in S.search_points(cl_config.Grid(cl_config.validate(config))) if p.experiment == "nie2023"
     ]
-    assert [(p.name, p.shared_with) for p in nie] == [
-        ("mpt~s1-lr3e-05-m0.23", "mpt"),
-        ("mpt~s1-lr3e-05-m0.3", None),
-        ("mpt~s1-lr0.0001-m0.23", None),
-        ("mpt~s1-lr0.0001-m0.3", None),
-    ]
+    assert [(p.name, p.shared_with) for p in nie] == DEMO_NIE_POINTS
     assert nie[0].cell == cl_config.Cell("nie2023", "tiny-bert", "mpt", 42)

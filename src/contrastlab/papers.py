@@ -131,8 +131,7 @@ def _record(path: Path) -> tuple[int, Paper]:
             f"{path}: not valid YAML: {yaml_error_text(error)}; fix it there (docs/adding-a-paper.md)"
         ) from None
     try:  # a key missing, misspelt or of another kind: one line naming the file, as the checks here
-        missing = [key for key in ("order", "name", "citation", "tables") if key not in data]
-        if missing:
+        if missing := [key for key in ("order", "name", "citation", "tables") if key not in data]:
             raise PaperRecordError(
                 f"{path}: a paper file needs {', '.join(missing)} (docs/adding-a-paper.md)"
             )

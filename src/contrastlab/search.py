@@ -249,18 +249,17 @@ def stage_selection(points: Sequence[SearchPoint], model_dirs: Sequence[str | Pa
     name, axes, settings and dev score, and the winner (:func:`select`)."""
     if not points:
         raise ValueError("search: a stage without points")
-    rows = []
-    for point, model_dir in zip(points, model_dirs, strict=True):
-        rows.append(
-            {
-                "name": point.name,
-                "index": point.index,
-                "grid": dict(point.grid),
-                "around": {k: list(v) for k, v in point.around.items()},
-                "shared_with": point.shared_with,
-                **read_point(model_dir),
-            }
-        )
+    rows = [
+        {
+            "name": point.name,
+            "index": point.index,
+            "grid": dict(point.grid),
+            "around": {k: list(v) for k, v in point.around.items()},
+            "shared_with": point.shared_with,
+            **read_point(model_dir),
+        }
+        for point, model_dir in zip(points, model_dirs, strict=True)
+    ]
     first = points[0]
     winner = select(rows)
     return {

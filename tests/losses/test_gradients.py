@@ -95,7 +95,6 @@ def test_li_eq3_mpt_met(seed):
     gz = ind * (z2[j] - z2)
     torch.testing.assert_close(run("mpt", h1, h2, m=m)[1], to_h(h1, gz / n), **TOL)
     # MET: I (z'_j / d_ij - z'_i / d_ii), j = argmin_{k≠i} d_ik
-    m = 0.5
     d = torch.sqrt(2 - 2 * s)
     j = d.masked_fill(eye, 9).argmin(-1)
     dj = d[torch.arange(n), j][:, None]

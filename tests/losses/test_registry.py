@@ -128,9 +128,8 @@ def test_stats_contract(name, monkeypatch):
     def no_sync(*args, **kwargs):
         raise AssertionError("host sync with with_stats=False")
 
-    monkeypatch.setattr(torch.Tensor, "item", no_sync)
-    monkeypatch.setattr(torch.Tensor, "tolist", no_sync)
-    monkeypatch.setattr(torch.Tensor, "__bool__", no_sync)
+    for host_read in ("item", "tolist", "__bool__"):
+        monkeypatch.setattr(torch.Tensor, host_read, no_sync)
     out = build_loss(name)(h1, h2, with_stats=False)
     assert out.stats == {} and out.loss.ndim == 0
 

@@ -40,9 +40,8 @@ def test_table3_bert_averages_are_table5_plus_r_and_their_subscripts_the_gain_ov
 @pytest.mark.parametrize("backbone", ["bert-base", "roberta-base"])
 def test_printed_average_is_the_mean_of_the_printed_tasks(name, backbone):
     table, avg = cells(name), TABLES[name]
-    methods = [m for m in load_meta(name)["layout"]["methods"]]
     checked = 0
-    for method in methods:
+    for method in load_meta(name)["layout"]["methods"]:
         values = [table.loc[(backbone, method, t), "value"] for t in tasks_of(name)]
         if any(np.isnan(values)):  # MPT and MET print only the average
             continue

@@ -35,9 +35,7 @@ from contrastlab.tables.verdicts import (
 )
 from tests.tables.tables_synthetic import scores_frame as frame
 from tests.tables.tables_synthetic import write_scores
-
-# Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
-T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
+from tests.test_stats import T975  # Student t quantiles from a printed table (not from scipy)
 
 
 def test_a_cell_exactly_at_the_edge_is_within_noise():

@@ -90,40 +90,34 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
     if spec.kind == "scores" and layout.get("sweep"):
         # Sweep tables (MACL Table 9): a row per method, a column per sweep point and task ("batch 64 kNN").
         tlab, sweep = labels.get("tasks", {}), layout["sweep"]
-        for b in backbones:
-            for m in layout["methods"]:
-                for v in sweep["values"]:
-                    for t in layout["tasks"]:
-                        column = f"{sweep['title']} {v} {_label(tlab, t)}"
-                        add(b, f"{m}-{sweep['label']}{v}", t, blab[b], _label(mlab, m), "", column)
+        for b, m, v, t in itertools.product(backbones, layout["methods"], sweep["values"], layout["tasks"]):
+            column = f"{sweep['title']} {v} {_label(tlab, t)}"
+            add(b, f"{m}-{sweep['label']}{v}", t, blab[b], _label(mlab, m), "", column)
     elif spec.kind == "scores":
-        tlab = labels.get("tasks", {})
-        for b in backbones if by_backbone_rows else [None]:
-            for m in layout["methods"]:
-                for bb in [b] if by_backbone_rows else backbones:
-                    for t in layout["tasks"]:
-                        row_group, group = (
-                            (blab[bb], task_group.get(t, "")) if by_backbone_rows else ("", blab[bb])
-                        )
-                        add(bb, m, t, row_group, _label(mlab, m), group, _label(tlab, t, TASK_LABELS))
+        tlab, methods = labels.get("tasks", {}), layout["methods"]
+        # a row per method under each backbone's group, or a row per method with a column group per backbone
+        pairs = (
+            itertools.product(backbones, methods)
+            if by_backbone_rows
+            else ((b, m) for m, b in itertools.product(methods, backbones))
+        )
+        for (b, m), t in itertools.product(pairs, layout["tasks"]):
+            row_group, group = (blab[b], task_group.get(t, "")) if by_backbone_rows else ("", blab[b])
+            add(b, m, t, row_group, _label(mlab, m), group, _label(tlab, t, TASK_LABELS))
     elif spec.kind == "steps":
         rlab, slab = labels.get("rows", {}), labels.get("steps", {})
-        for b in backbones:
-            for r in layout["rows"]:
-                for step, m in zip(layout["steps"], layout["cells"][r], strict=True):
-                    add(b, m, layout["task"], blab[b], _label(rlab, r), "", _label(slab, step))
+        for b, r in itertools.product(backbones, layout["rows"]):
+            for step, m in zip(layout["steps"], layout["cells"][r], strict=True):
+                add(b, m, layout["task"], blab[b], _label(rlab, r), "", _label(slab, step))
     elif spec.kind == "hparams":
         params = layout["params"]
         if by_backbone_rows:
-            for b in backbones:
-                for m in layout["methods"]:
-                    for p in params:
-                        add(b, m, p, blab[b], _label(mlab, m), "", _label(plab, p))
+            for b, m, p in itertools.product(backbones, layout["methods"], params):
+                add(b, m, p, blab[b], _label(mlab, m), "", _label(plab, p))
         else:
             for m in layout["methods"]:
-                for p in params[m]:
-                    for b in backbones:
-                        add(b, m, p, _label(mlab, m), _label(plab, p), "", blab[b])
+                for p, b in itertools.product(params[m], backbones):
+                    add(b, m, p, _label(mlab, m), _label(plab, p), "", blab[b])
     else:  # pragma: no cover - guarded by the registry
         raise ValueError(f"unknown table kind {spec.kind!r}")
     return pd.DataFrame(rows)
@@ -191,12 +185,10 @@ def _scores(
 ) -> pd.DataFrame:
     seeds = grid.experiment(spec.experiment).seeds
     agg = aggregate(metrics, spec.experiment, seeds)
-    best = meta["layout"].get("best_over_sweep")
-    if best:
+    if best := meta["layout"].get("best_over_sweep"):
         agg = best_over_sweep(agg, best["label"], best["values"])
     cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
-    cells["n_seeds"] = cells["n_seeds"].fillna(0).astype(int)
-    cells["n_diverged"] = cells["n_diverged"].fillna(0).astype(int)
+    cells[["n_seeds", "n_diverged"]] = cells[["n_seeds", "n_diverged"]].fillna(0).astype(int)
     one_run = (cells["method"] == PRETRAINED) | cells["method"].str.endswith(SEARCHED)
     expected = np.where(one_run, 1, len(seeds) if seeds is not None else 0)
     pairs = list(zip(cells["backbone"], cells["method"], strict=True))
@@ -215,8 +207,7 @@ def _scores(
     )
     cells["expected_seeds"] = expected
     cells["diff"] = cells["ours_mean"] - cells["published"]
-    over = (meta.get("improvement") or {}).get("over") or {}
-    if over:
+    if over := (meta.get("improvement") or {}).get("over"):
         base = agg.rename(columns={"method": "base", "ours_mean": "base_mean"})[
             ["backbone", "base", "key", "base_mean"]
         ]
@@ -314,9 +305,8 @@ def assemble(
     units = pub[pub["unit"] != ""].groupby(["method", "key"])["unit"].first().rename("unit_of").reset_index()
     rows = rows.merge(pub, on=["backbone", "method", "key"], how="left")
     rows = rows.merge(units, on=["method", "key"], how="left")
-    rows["unit"] = rows["unit_of"].fillna("")
+    rows["unit"] = rows.pop("unit_of").fillna("")
     rows["mark"] = rows["mark"].fillna("")
-    rows = rows.drop(columns=["unit_of"])
     rows = _with_searched_rows(rows, spec, grid)
     rows["in_paper"] = rows["backbone"].isin(layout["backbones"])
     seeds = grid.experiment(spec.experiment).seeds

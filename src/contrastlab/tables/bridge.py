@@ -36,11 +36,7 @@ def bridge_rows(results: Results) -> list[dict[str, str]]:
         place = path.parent.relative_to(root).as_posix()
         found = json.loads(path.read_text(encoding="utf-8"))
         provenance = path.parent / PROVENANCE_FILE
-        data = (
-            json.loads(provenance.read_text(encoding="utf-8")).get("data", "?")
-            if provenance.exists()
-            else "?"
-        )
+        made = json.loads(provenance.read_text(encoding="utf-8")) if provenance.exists() else {}
         st = found.get("sentence_transformers", {})
         for task in [t for t in MTEB_TASKS if t in found["tasks"]]:  # SentEval's order
             r = found["tasks"][task]
@@ -48,7 +44,7 @@ def bridge_rows(results: Results) -> list[dict[str, str]]:
                 {
                     "checkpoint": place,
                     "task": task,
-                    "MTEB data": data,
+                    "MTEB data": made.get("data", "?"),
                     "SentEval": f"{r['senteval']:.2f}",
                     **{STEP_HEADERS[s]: f"{r['parts'][s]:+.3f}" for s in STEPS},
                     "MTEB": f"{r['mteb']:.2f}",

@@ -54,8 +54,7 @@ def untabled_methods(grid: Grid, experiment: str) -> list[str]:
     """The configured methods of ``experiment`` that no paper table shows: a user's loss, or a built-in one
     no table of that paper lists (an experiment only a paper figure reads: its user losses only, the figure
     shows the rest)."""
-    tabled = any(spec.experiment == experiment for spec in TABLES.values())
-    if tabled:
+    if any(spec.experiment == experiment for spec in TABLES.values()):
         shown = _tabled_methods(experiment)
     elif any(experiment in figure.experiments for paper in PAPERS for figure in paper.figures.values()):
         shown = set(grid.experiments[experiment]["methods"]) - set(grid.user_losses)  # the figure shows them

@@ -35,41 +35,33 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Deviations that follow from the config itself (see the module docstring)."""
     exp = grid.experiment(experiment).spec
     if exp.get("track") == "vision":
-        return _precision_override(grid, "each paper's own (the code's: fp32)") + _detected_vision(
-            grid, experiment
-        )
+        return _detected_vision(grid, experiment)
     out = _precision_override(grid, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
     mode = grid.options.evaluation.get("mode", PAPER_MODE)
     if mode != PAPER_MODE:
         out.append(
-            {
-                "setting": "evaluation mode",
-                "paper": "SentEval test mode (10 folds, Adam probe)",
-                "ours": f"{mode} (5 folds, SimCSE's RMSprop fasttest probe)",
-                "why": "a quick preset; transfer accuracies are not comparable to the paper's",
-            }
+            _row(
+                "evaluation mode",
+                "SentEval test mode (10 folds, Adam probe)",
+                f"{mode} (5 folds, SimCSE's RMSprop fasttest probe)",
+                "a quick preset; transfer accuracies are not comparable to the paper's",
+            )
         )
     for key in ("max_steps", "max_sentences"):
         values = sorted(v for v in _training_values(grid, experiment, key) if v is not None)
         if values:
             out.append(
-                {
-                    "setting": key,
-                    "paper": "one epoch over 1M Wikipedia sentences",
-                    "ours": f"{key} = {', '.join(map(str, values))}",
-                    "why": "a shortened run (preset); scores are not comparable to the paper's",
-                }
+                _row(
+                    key,
+                    "one epoch over 1M Wikipedia sentences",
+                    f"{key} = {', '.join(map(str, values))}",
+                    "a shortened run (preset); scores are not comparable to the paper's",
+                )
             )
     seeds = grid.experiment(experiment).seeds or []
     if len(seeds) < PAPER_RUNS:
-        out.append(
-            {
-                "setting": "seeds",
-                "paper": f"mean of {PAPER_RUNS} runs",
-                "ours": f"{len(seeds)} seed(s): {', '.join(map(str, seeds))}",
-                "why": "a preset with fewer runs",
-            }
-        )
+        ours = f"{len(seeds)} seed(s): {', '.join(map(str, seeds))}"
+        out.append(_row("seeds", f"mean of {PAPER_RUNS} runs", ours, "a preset with fewer runs"))
     out += _extra_backbones(grid, experiment, "offline or small backbones of a preset")
     return out
 
@@ -81,7 +73,12 @@ def _extra_backbones(grid: Grid, experiment: str, why: str) -> list[dict[str, st
     if not extra:
         return []
     ours = f"also {', '.join(extra)} (no published numbers)"
-    return [{"setting": "backbones", "paper": ", ".join(in_paper), "ours": ours, "why": why}]
+    return [_row("backbones", ", ".join(in_paper), ours, why)]
+
+
+def _row(setting: str, paper: str, ours: str, why: str) -> dict[str, str]:
+    """One deviation: the setting, what the paper did, what we do, and why."""
+    return {"setting": setting, "paper": paper, "ours": ours, "why": why}
 
 
 #: Each vision table's paper schedule (single runs: no seed count to compare), from its paper's record
@@ -94,33 +91,22 @@ def _precision_override(grid: Grid, paper: str) -> list[dict[str, str]]:
     override = grid.options.precision_override
     if not override:
         return []
-    return [
-        {
-            "setting": "precision",
-            "paper": paper,
-            "ours": f"{override} for every cell (precision_override)",
-            "why": "the speed switch of this run's config",
-        }
-    ]
+    ours = f"{override} for every cell (precision_override)"
+    return [_row("precision", paper, ours, "the speed switch of this run's config")]
 
 
 def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
-    """Shortened schedules and backbones without published numbers, for a vision experiment."""
-    out = []
+    """The precision switch, shortened schedules and backbones without published numbers, for a vision
+    experiment."""
+    out = _precision_override(grid, "each paper's own (the code's: fp32)")
     paper_epochs = VISION_PAPER_EPOCHS.get(experiment, VISION_PAPER_EPOCHS["macl_cifar10"])
     epochs = sorted(v for v in _training_values(grid, experiment, "epochs") if v != paper_epochs)
     steps = sorted(v for v in _training_values(grid, experiment, "max_steps") if v is not None)
     if epochs or steps:
         ours = [f"epochs = {', '.join(map(str, epochs))}"] if epochs else []
         ours += [f"max_steps = {', '.join(map(str, steps))}"] if steps else []
-        out.append(
-            {
-                "setting": "schedule",
-                "paper": f"{paper_epochs} epochs",
-                "ours": "; ".join(ours),
-                "why": "a shortened run (preset); accuracies are not comparable to the paper's",
-            }
-        )
+        why = "a shortened run (preset); accuracies are not comparable to the paper's"
+        out.append(_row("schedule", f"{paper_epochs} epochs", "; ".join(ours), why))
     return out + _extra_backbones(grid, experiment, "small encoders of a preset")
 
 
@@ -193,12 +179,11 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         "anchor": "search: stage 1 anchor",
     }
     rows = [
-        {"setting": labels[key], "paper": str(r["paper"]), "ours": ours[key], "why": str(r["why"])}
+        _row(labels[key], str(r["paper"]), ours[key], str(r["why"]))
         for key, r in reading.items()
         if key in labels
     ]
-    outside = off_grid_values(grid, experiment)
-    if outside:
+    if outside := off_grid_values(grid, experiment):
         listed = "; ".join(f"{m} {a.removeprefix('hp.')} {v:g} ({', '.join(b)})" for m, a, v, b in outside)
         grids = "; ".join(
             dict.fromkeys(
@@ -207,12 +192,12 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         )
         count = sum(len(b) for *_, b in outside)
         rows.append(
-            {
-                "setting": "search: published values off the grid",
-                "paper": f"prints {listed}; grid {grids}",
-                "ours": f"the grid: these {count} can never be selected (“published off grid”)",
-                "why": "the paper disagrees with itself",
-            }
+            _row(
+                "search: published values off the grid",
+                f"prints {listed}; grid {grids}",
+                f"the grid: these {count} can never be selected (“published off grid”)",
+                "the paper disagrees with itself",
+            )
         )
     return rows
 

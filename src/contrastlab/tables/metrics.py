@@ -35,8 +35,7 @@ def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | N
     data = read_metrics(path)
     scores = dict(data.get("scores") or {})
     scores.update({k: data.get(k) for k in AVERAGES})
-    scores[DEV_SPEARMAN] = (data.get("training") or {}).get(DEV_SPEARMAN)
-    scores[DEV_REBOUND] = (data.get("training") or {}).get(DEV_REBOUND)
+    scores.update({k: (data.get("training") or {}).get(k) for k in (DEV_SPEARMAN, DEV_REBOUND)})
     key = {"experiment": experiment, "backbone": backbone, "method": method, "seed": seed}
     rows = [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
     # A probe that diverged (vision.json's ``diverged``: the FFN of OAR's sweep) has no score: a NaN row,

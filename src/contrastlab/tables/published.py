@@ -62,8 +62,7 @@ def _check_layout(name: str, layout: Mapping[str, Any]) -> None:
         known = list(dict.fromkeys(row.get(column) or "" for row in rows))
         if axis == "methods" and label:  # ntxent-bs64 is a point of ntxent
             known = list(dict.fromkeys(m.rsplit(f"-{label}", 1)[0] for m in known))
-        unknown = [n for n in layout.get(axis) or () if n not in known]
-        if unknown:
+        if unknown := [n for n in layout.get(axis) or () if n not in known]:
             raise ValueError(
                 f"published table {PUBLISHED_DIR / f'{name}.yaml'}: layout.{axis} names "
                 f"{', '.join(map(repr, unknown))}, which no row of {name}.csv has (a typo?); known: "

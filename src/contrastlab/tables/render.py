@@ -358,8 +358,7 @@ def to_markdown(table: Table, *, stand_ins: bool = False, literals: Iterable[str
         blocks.Paragraph("Where our cells deliberately differ from the authors' setup (this config):"),
         deviation_table(table.deviations),
     ]
-    notes = table.meta.get("notes") or []
-    if notes:
+    if notes := table.meta.get("notes"):
         page.append(blocks.Paragraph("\n".join(["Transcription notes:", *(f"- {n}" for n in notes)])))
     return blocks.to_markdown(page, literals)
 

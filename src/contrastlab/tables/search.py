@@ -119,13 +119,9 @@ def _published_point(selection: Mapping[str, Any], stage: Mapping[str, Any], axi
     winner = selection.get("winner_settings") or {}
     target = {}
     for a in stage_axes(stage):
-        grid = (stage.get("grid") or {}).get(a)
-        if a == axis:
-            target[a] = published[a]
-        elif a in published and grid and any(_close(v, published[a]) for v in grid):
-            target[a] = published[a]
-        else:
-            target[a] = cl_config.setting_value(winner, a)
+        grid = (stage.get("grid") or {}).get(a) or []
+        on_grid = a in published and any(_close(v, published[a]) for v in grid)
+        target[a] = published[a] if a == axis or on_grid else cl_config.setting_value(winner, a)
     for point in selection.get("points") or []:
         settings = point.get("settings") or {}
         if all(_close(cl_config.setting_value(settings, a), v) for a, v in target.items()):

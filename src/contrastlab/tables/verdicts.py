@@ -43,7 +43,6 @@ MARKERS = {WITHIN: "≈", ABOVE: "▲", BELOW: "▼", UNDECIDED: "?"}
 #: Half-width for a deterministic cell: the published number's rounding (two decimals).
 ROUNDING = 0.005
 POOL_COLUMNS = ["backbone", "key", "stratum", "noise_std", "noise_df", "pool_cells"]
-VERDICT_COLUMNS = ["noise_std", "noise_df", "published_runs", "half_width", "verdict", "compared_with"]
 
 
 def cell_verdict(diff: float, width: float, df: float) -> str:
@@ -186,9 +185,10 @@ def add_verdicts(
     experiment: str,
     seeds: list[int] | None,
 ) -> pd.DataFrame:
-    """``cells`` with :data:`VERDICT_COLUMNS` added: the pooled noise, the runs behind the published number,
-    the half-width and the verdict. A toy backbone with a stand-in is compared with the stand-in's number
-    (``compared_with`` names it); other cells without a published number say so."""
+    """``cells`` with the pooled noise (``noise_std``, ``noise_df``), the runs behind the published number
+    (``published_runs``), the ``half_width`` and the ``verdict`` added. A toy backbone with a stand-in is
+    compared with the stand-in's number (``compared_with`` names it); other cells without a published number
+    say so."""
     out = cells.copy()
     pools = noise_pools(metrics, experiment, seeds, grid)
     out["stratum"] = _strata(grid, experiment, out)

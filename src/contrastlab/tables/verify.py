@@ -125,7 +125,6 @@ def verify_transcription(name: str, papers_dir: Path, published: pd.DataFrame | 
                 problems.append(
                     f"{where}: unit/mark transcribed {rec['unit']!r}/{rec['mark']!r}, paper {mark!r}"
                 )
-    unchecked = sorted(set(pub.index) - seen)
-    if unchecked:
+    if unchecked := sorted(set(pub.index) - seen):
         problems.append(f"{name}: transcribed cells not located in the paper: {unchecked}")
     return problems
