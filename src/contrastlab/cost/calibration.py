@@ -134,6 +134,11 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _bad(path: Path, key: str, must: str, value: Any, after: str = "") -> ValueError:
+    """The one-line error of a calibration entry ``key`` that is not what it ``must`` be."""
+    return ValueError(f"calibration {path}: {key} must be {must}, got {value!r}{after}")
+
+
 def _read_calibration(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -167,18 +172,14 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
                 value = default["achieved_tflops"][track][precision]
                 filled.append(f"{track}/{precision}")
             if not _finite(value) or value <= 0:
-                raise ValueError(
-                    f"calibration {chosen}: achieved_tflops.{track}.{precision} must be a positive finite "
-                    f"number of TFLOP/s, got {value!r}; fix it or run make gpu-check again"
-                )
+                key, again = f"achieved_tflops.{track}.{precision}", "; fix it or run make gpu-check again"
+                raise _bad(chosen, key, "a positive finite number of TFLOP/s", value, again)
             achieved[track][precision] = float(value)
     overheads = dict(default["overheads_s"])
     for key, value in (data.get("overheads_s") or {}).items():
         if key not in overheads or not _finite(value) or value < 0:
-            raise ValueError(
-                f"calibration {chosen}: overheads_s.{key} must be one of {', '.join(overheads)} with a "
-                f"finite number of seconds >= 0, got {value!r}"
-            )
+            must = f"one of {', '.join(overheads)} with a finite number of seconds >= 0"
+            raise _bad(chosen, f"overheads_s.{key}", must, value)
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
     # packing figures are one card's measurement, like the padding-free ratio: never taken from the default
@@ -195,18 +196,13 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         ratios = default.get("padding_free_ratio") or {}
     for precision, value in ratios.items():
         if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
-            raise ValueError(
-                f"calibration {chosen}: padding_free_ratio.{precision} must be a precision of "
-                f"{', '.join(RESOLVED)} and a measured step-time ratio in (0, 2], got {value!r}"
-            )
+            must = f"a precision of {', '.join(RESOLVED)} and a measured step-time ratio in (0, 2]"
+            raise _bad(chosen, f"padding_free_ratio.{precision}", must, value)
     shipped = next((m for m, p in SHIPPED_CALIBRATIONS.items() if p == chosen), None)
     memory = data.get("gpu_memory_gib")
     memory = default["gpu_memory_gib"] if memory is None else memory
     if not _finite(memory) or memory <= 0:
-        raise ValueError(
-            f"calibration {chosen}: gpu_memory_gib must be the GPU's memory as a positive finite number "
-            f"of GiB, got {memory!r}"
-        )
+        raise _bad(chosen, "gpu_memory_gib", "the GPU's memory as a positive finite number of GiB", memory)
     return Calibration(
         achieved,
         overheads,
@@ -247,10 +243,8 @@ def _packing_speedup(
     for precision, by_count in (packing.get(key) or {}).items():
         for count, value in (by_count or {}).items():
             if precision not in RESOLVED or not str(count).isdigit() or not _finite(value) or value <= 0:
-                raise ValueError(
-                    f"calibration {path}: packing.{key}.{precision}.{count} must be a precision of "
-                    f"{', '.join(RESOLVED)}, a count of cells and a positive number, got {value!r}"
-                )
+                must = f"a precision of {', '.join(RESOLVED)}, a count of cells and a positive number"
+                raise _bad(path, f"packing.{key}.{precision}.{count}", must, value)
             out.setdefault(precision, {})[int(count)] = float(value)
     return out
 

@@ -410,16 +410,13 @@ def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
     """The optimiser steps of an image cell's probes (linear over all ``n_images``, FFN over each label
     fraction) by its experiment's image ``evaluation``."""
     probes = evaluation.get("probes") or ["linear", "knn"]
+    linear, ffn = evaluation.get("linear") or {}, evaluation.get("ffn") or {}
     steps = 0
     if "linear" in probes:
-        linear = evaluation.get("linear") or {}
         steps += int(linear.get("epochs", 100)) * -(-n_images // int(linear.get("batch_size", 128)))
     if "ffn" in probes:
-        ffn = evaluation.get("ffn") or {}
-        for fraction in ffn.get("label_fractions", [0.1, 0.5, 1.0]):
-            steps += int(ffn.get("epochs", 100)) * -(
-                -int(fraction * n_images) // int(ffn.get("batch_size", 32))
-            )
+        batch, fractions = int(ffn.get("batch_size", 32)), ffn.get("label_fractions", [0.1, 0.5, 1.0])
+        steps += int(ffn.get("epochs", 100)) * sum(-(-int(f * n_images) // batch) for f in fractions)
     return steps
 
 
@@ -437,11 +434,8 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     n_val = int(float(s.get("val_fraction") or 0) * n_images)
     n_train = n_images - n_val
     size = int(s.get("input_size") or s.get("image_size") or NATIVE_SIZE[dataset])
-    head = (
-        (int(s.get("head_hidden", 512)), int(s.get("head_dim", 128)))
-        if s.get("projection_head", True)
-        else None
-    )
+    projection = s.get("projection_head", True)
+    head = (int(s.get("head_hidden", 512)), int(s.get("head_dim", 128))) if projection else None
     fwd = vision_forward(s["arch"], s["stem"], int(s["width"]), s.get("out_dim"), size, head)
     batch = int(s.get("batch_size", 256))
     steps_per_epoch = n_train // batch if s.get("drop_last", True) else -(-n_train // batch)
