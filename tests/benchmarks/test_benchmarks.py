@@ -141,13 +141,6 @@ def test_gpu_step_compares_the_variants_losses_with_eager_on_a_cpu(tmp_path, cap
     assert rows["graph"]["error"] == "RuntimeError: graph needs a CUDA device"
 
 
-def _field_default(cls, name):
-    import dataclasses
-
-    (field,) = [f for f in dataclasses.fields(cls) if f.name == name]
-    return field
-
-
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_vision_throughput_eager_is_the_trainers_default_step(device):
     """The ``eager`` variant's switches are VisionTrainSettings' defaults as train() applies them on that
@@ -181,9 +174,10 @@ def test_vision_throughput_eager_follows_the_dataclass_not_a_copy(monkeypatch):
     from contrastlab.training.vision import VisionTrainSettings
 
     bench = _load("vision_throughput.py")
-    monkeypatch.setattr(_field_default(VisionTrainSettings, "augment_calls"), "default", "one")
-    monkeypatch.setattr(_field_default(VisionTrainSettings, "cudnn_benchmark"), "default", False)
-    monkeypatch.setattr(_field_default(VisionTrainSettings, "channels_last"), "default", True)
+    fields = VisionTrainSettings.__dataclass_fields__
+    monkeypatch.setattr(fields["augment_calls"], "default", "one")
+    monkeypatch.setattr(fields["cudnn_benchmark"], "default", False)
+    monkeypatch.setattr(fields["channels_last"], "default", True)
     assert bench.switches("eager", torch.device("cuda")) == {
         "channels_last": True, "augment_calls": "one", "cudnn_benchmark": False, "compile": False
     }  # fmt: skip
