@@ -14,6 +14,7 @@ turns them into the one line (or None) with the fixing command (``make install C
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -137,8 +138,6 @@ def diagnose(stack: GpuStack) -> str | None:
 def no_gpu_line(command: str) -> str | None:
     """None where torch sees a CUDA GPU; else the one line saying ``command`` needs one, with torch's build
     and ``CUDA_VISIBLE_DEVICES``, ending "run it on a GPU node" (a caller may add its CPU alternative)."""
-    import os
-
     import torch
 
     if torch.cuda.is_available():
