@@ -482,9 +482,8 @@ def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups
     """The plan's first lines say the shipped file's start-ups are assumed; a measured calibration's are
     not, and a figure it lacks takes the shipped file's status with its value."""
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
-    assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"
-    assert provenance.figure_status(shipped, "achieved_tflops.vision.bf16") == "assumed"
+    figures = ("overheads_s.train_startup", "overheads_s.dev_evaluation", "achieved_tflops.vision.bf16")
+    assert [provenance.figure_status(shipped, f) for f in figures] == ["assumed", "measured", "assumed"]
     first = provenance.status_items(shipped)
     assert first[0].startswith("**Start-ups assumed, not measured on a card** (train_startup 60 s, ")
     assert first[1].startswith("Figures: 14 measured on a card, 13 assumed (evaluate_startup, ")
