@@ -165,7 +165,6 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     filled: list[str] = []
     achieved: dict[str, dict[str, float]] = {}
     for track in TRACKS:
-        achieved[track] = {}
         for precision in RESOLVED:
             value = (data.get("achieved_tflops") or {}).get(track, {}).get(precision)
             if value is None:
@@ -174,7 +173,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
             if not _finite(value) or value <= 0:
                 key, again = f"achieved_tflops.{track}.{precision}", "; fix it or run make gpu-check again"
                 raise _bad(chosen, key, "a positive finite number of TFLOP/s", value, again)
-            achieved[track][precision] = float(value)
+            achieved.setdefault(track, {})[precision] = float(value)
     overheads = dict(default["overheads_s"])
     for key, value in (data.get("overheads_s") or {}).items():
         if key not in overheads or not _finite(value) or value < 0:
