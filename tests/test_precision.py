@@ -9,7 +9,7 @@ import torch
 
 from contrastlab.precision import (
     CHOICES,
-    ON_A_BF16_GPU,
+    ON_CUDA,
     RESOLVED,
     fp32_mode_now,
     ieee_fp32,
@@ -38,8 +38,8 @@ def test_a_choice_resolves_per_device(requested, cuda, native_bf16, resolved):
 
 def test_the_plans_table_is_the_rule_on_a_bf16_gpu():
     want = {"auto": "bf16", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16"}
-    assert dict(ON_A_BF16_GPU) == want
-    assert all(ON_A_BF16_GPU[c] == resolve(c, cuda=True, native_bf16=True) for c in CHOICES)
+    assert dict(ON_CUDA[True]) == want
+    assert all(ON_CUDA[True][c] == resolve(c, cuda=True, native_bf16=True) for c in CHOICES)
 
 
 def test_an_unknown_precision_is_one_line_listing_the_choices():

@@ -53,8 +53,6 @@ ON_CUDA: Mapping[bool, Mapping[str, str]] = MappingProxyType(
         for native in (True, False)
     }
 )
-#: What each choice runs as on a CUDA GPU with native bf16.
-ON_A_BF16_GPU = ON_CUDA[True]
 
 
 def set_fp32_mode(mode: str) -> None:
