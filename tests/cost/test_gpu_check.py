@@ -252,9 +252,8 @@ def test_the_calibration_replaces_the_assumed_start_up_and_snapshots_with_the_me
     assert (shipped["train_startup"], shipped["evaluate_startup"], shipped["snapshot_per_gib"]) == (60, 30, 2)
     R.write_report(tmp_path, rows, ENV, {}, evaluations=evaluations)
     loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
-    assert loaded.overheads_s["train_startup"] == pytest.approx(30.25)
-    assert loaded.overheads_s["evaluate_startup"] == pytest.approx(25.0)
-    assert loaded.overheads_s["snapshot_per_gib"] == pytest.approx(0.4)
+    measured = {"train_startup": 30.25, "evaluate_startup": 25.0, "snapshot_per_gib": 0.4}
+    assert {key: loaded.overheads_s[key] for key in measured} == pytest.approx(measured)
     assert not {"overheads_s.train_startup", "overheads_s.snapshot_per_gib"} & set(loaded.filled_from_default)
 
 
