@@ -184,19 +184,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     # packing figures are one card's measurement, like the padding-free ratio: never taken from the default
     # file for another (a measured file without them prices every cell on a GPU of its own)
     packing = data.get("packing") or (default["packing"] if chosen == DEFAULT_CALIBRATION else {})
-    ratios = data.get("padding_free_ratio") or {}
-    if (
-        not ratios
-        and "sentence/fp32" in filled
-        and model_of(str(data.get("device"))) == model_of(default["device"])
-    ):
-        # the ratio goes with the fp32 rate it was measured against: a file of the same card that takes
-        # that rate from the default takes its ratio too (else the padding-free cells lose a measurement)
-        ratios = default.get("padding_free_ratio") or {}
-    for precision, value in ratios.items():
-        if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
-            must = f"a precision of {', '.join(RESOLVED)} and a measured step-time ratio in (0, 2]"
-            raise _bad(chosen, f"padding_free_ratio.{precision}", must, value)
+    ratios = _padding_free_ratios(data, default, "sentence/fp32" in filled, chosen)
     shipped = next((m for m, p in SHIPPED_CALIBRATIONS.items() if p == chosen), None)
     memory = data.get("gpu_memory_gib")
     memory = default["gpu_memory_gib"] if memory is None else memory
@@ -216,10 +204,25 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         str(packing.get("source") or ""),
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
-        # a ratio is one card's measurement: never taken from the default file
-        padding_free_ratio={precision: float(value) for precision, value in ratios.items()},
+        padding_free_ratio=ratios,
         **_from_gpu_check(data, packing, chosen),
     )
+
+
+def _padding_free_ratios(
+    data: Mapping[str, Any], default: Mapping[str, Any], fp32_filled: bool, path: Path
+) -> dict[str, float]:
+    """The file's ``padding_free_ratio`` per precision, checked. A ratio goes with the fp32 rate it was
+    measured against: a file of the default's card that takes that rate from the default (``fp32_filled``)
+    takes its ratio too (else the padding-free cells lose a measurement); another card's, never."""
+    ratios = data.get("padding_free_ratio") or {}
+    if not ratios and fp32_filled and model_of(str(data.get("device"))) == model_of(default["device"]):
+        ratios = default.get("padding_free_ratio") or {}
+    for precision, value in ratios.items():
+        if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
+            must = f"a precision of {', '.join(RESOLVED)} and a measured step-time ratio in (0, 2]"
+            raise _bad(path, f"padding_free_ratio.{precision}", must, value)
+    return {precision: float(value) for precision, value in ratios.items()}
 
 
 def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
