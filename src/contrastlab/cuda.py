@@ -97,14 +97,12 @@ def probe() -> GpuStack:
 def _fix_for(stack: GpuStack) -> str:
     """The install command whose torch runs on this driver and GPU, or what else to do."""
     driver = _version(stack.driver or "0")
-    for cuda, (capabilities, _) in BUILDS.items():
+    for cuda, (capabilities, covers) in BUILDS.items():
         needed = MIN_DRIVER[_version(cuda)[0]]
         fits_driver = driver[:2] >= needed
         fits_gpus = all(gpu.sm in capabilities for gpu in stack.gpus)
         if fits_driver and fits_gpus and cuda != stack.torch_cuda:
-            return (
-                f"make install CUDA={cuda} (torch for CUDA {cuda}: driver >= {needed[0]}, {BUILDS[cuda][1]})"
-            )
+            return f"make install CUDA={cuda} (torch for CUDA {cuda}: driver >= {needed[0]}, {covers})"
     return "ask the cluster's admins for a driver >= 580, or run on the CPU with config resources.gpu: 0"
 
 
