@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from contrastlab.cost.measured import grouped
 from contrastlab.paths import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
@@ -284,9 +285,7 @@ def test_gpu_bench_runs_every_part_at_toy_size_on_a_cpu(tmp_path):
     bench = _load("gpu_bench.py")
     result = bench.main(["--toy", "--device", "cpu", "--out", str(tmp_path), "--work", str(tmp_path / "w")])
     rows = result["rows"]
-    by_part = {}
-    for row in rows:
-        by_part.setdefault(row["part"], []).append(row)
+    by_part = grouped(rows, lambda row: row["part"])
     assert set(by_part) == set(bench.PARTS)
     assert not [r for r in rows if "error" in r], rows
     (pack,) = by_part["pack"]  # two toy cells at once, each its own process, timed together
