@@ -229,10 +229,7 @@ def calibration(
     """The calibration ``make plan`` reads: achieved TFLOP/s, :func:`measured_overheads`, GPU memory, the
     packing speed-ups and the ``missing`` parts."""
     rows = [r for r in rows if r["steps_per_s"]]
-    measured = [
-        Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
-        for r in rows
-    ]
+    measured = [Measurement(r["track"], r["precision"], r["step_flops"], r["steps_per_s"]) for r in rows]
     source = f"make gpu-check on {env.get('device')} ({env.get('date')})"
     return calibration_from_measurements(
         measured,
