@@ -9,7 +9,7 @@ import torch
 
 from contrastlab.precision import (
     CHOICES,
-    ON_A_BF16_GPU,
+    ON_CUDA,
     RESOLVED,
     fp32_mode_now,
     ieee_fp32,
@@ -38,8 +38,8 @@ def test_a_choice_resolves_per_device(requested, cuda, native_bf16, resolved):
 
 def test_the_plans_table_is_the_rule_on_a_bf16_gpu():
     want = {"auto": "bf16", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16"}
-    assert dict(ON_A_BF16_GPU) == want
-    assert all(ON_A_BF16_GPU[c] == resolve(c, cuda=True, native_bf16=True) for c in CHOICES)
+    assert dict(ON_CUDA[True]) == want
+    assert all(ON_CUDA[True][c] == resolve(c, cuda=True, native_bf16=True) for c in CHOICES)
 
 
 def test_an_unknown_precision_is_one_line_listing_the_choices():
@@ -47,20 +47,15 @@ def test_an_unknown_precision_is_one_line_listing_the_choices():
         resolve("fp8", cuda=True, native_bf16=True)
 
 
-def test_every_cudnn_switch_follows_the_mode():
-    # cuDNN's RNN switch too (no model here has an RNN): conv and RNN switches that disagree make
-    # PyTorch's legacy cudnn.allow_tf32 getter raise even in tf32 mode, where it can answer.
-    for mode in ("tf32", "ieee"):
-        set_fp32_mode(mode)
-        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
-
-
 @pytest.mark.parametrize("mode", ["tf32", "ieee"])
-def test_the_legacy_tf32_getters_answer_after_either_mode(mode):
-    # Defect N7 of the GPU review: TorchInductor reads these while compiling; PyTorch 2.14 raises in them
+def test_every_cudnn_switch_follows_the_mode_and_the_legacy_tf32_getters_answer(mode):
+    # cuDNN's RNN switch too (no model here has an RNN): conv and RNN switches that disagree make
+    # PyTorch's legacy cudnn.allow_tf32 getter raise even in tf32 mode, where it can answer. Defect N7 of
+    # the GPU review: TorchInductor reads the legacy getters while compiling; PyTorch 2.14 raises in them
     # when only the new fp32_precision switches were set.
     try:
         set_fp32_mode(mode)
+        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
         tf32 = mode == "tf32"
         assert torch.backends.cuda.matmul.allow_tf32 is tf32
         assert torch.backends.cudnn.allow_tf32 is tf32

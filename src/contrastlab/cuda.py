@@ -14,6 +14,7 @@ turns them into the one line (or None) with the fixing command (``make install C
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -96,14 +97,12 @@ def probe() -> GpuStack:
 def _fix_for(stack: GpuStack) -> str:
     """The install command whose torch runs on this driver and GPU, or what else to do."""
     driver = _version(stack.driver or "0")
-    for cuda, (capabilities, _) in BUILDS.items():
+    for cuda, (capabilities, covers) in BUILDS.items():
         needed = MIN_DRIVER[_version(cuda)[0]]
         fits_driver = driver[:2] >= needed
         fits_gpus = all(gpu.sm in capabilities for gpu in stack.gpus)
         if fits_driver and fits_gpus and cuda != stack.torch_cuda:
-            return (
-                f"make install CUDA={cuda} (torch for CUDA {cuda}: driver >= {needed[0]}, {BUILDS[cuda][1]})"
-            )
+            return f"make install CUDA={cuda} (torch for CUDA {cuda}: driver >= {needed[0]}, {covers})"
     return "ask the cluster's admins for a driver >= 580, or run on the CPU with config resources.gpu: 0"
 
 
@@ -137,8 +136,6 @@ def diagnose(stack: GpuStack) -> str | None:
 def no_gpu_line(command: str) -> str | None:
     """None where torch sees a CUDA GPU; else the one line saying ``command`` needs one, with torch's build
     and ``CUDA_VISIBLE_DEVICES``, ending "run it on a GPU node" (a caller may add its CPU alternative)."""
-    import os
-
     import torch
 
     if torch.cuda.is_available():

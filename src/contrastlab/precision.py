@@ -53,8 +53,6 @@ ON_CUDA: Mapping[bool, Mapping[str, str]] = MappingProxyType(
         for native in (True, False)
     }
 )
-#: What each choice runs as on a CUDA GPU with native bf16.
-ON_A_BF16_GPU = ON_CUDA[True]
 
 
 def set_fp32_mode(mode: str) -> None:
@@ -64,12 +62,16 @@ def set_fp32_mode(mode: str) -> None:
     raise when the new switches disagree with them, and TorchInductor reads them while it compiles
     (docs/training-speed.md; defect N7 in docs/gpu-defects.md).
     """
+    _set_legacy(mode, mode)
+    for switch in _switches():
+        switch.fp32_precision = mode
+
+
+def _switches() -> tuple:
+    """The fp32_precision switches of cuBLAS matmuls, cuDNN convolutions and cuDNN RNNs, in that order."""
     import torch  # here, not at the top: the plan and the Snakefile read CHOICES without torch
 
-    _set_legacy(mode, mode)
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode
-    torch.backends.cudnn.rnn.fp32_precision = mode
+    return torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn
 
 
 def _set_legacy(matmul: str, conv: str) -> None:
@@ -88,30 +90,17 @@ def ieee_fp32() -> Iterator[None]:
     """IEEE fp32 matmuls and convolutions inside, the previous switches restored after: evaluation
     (SentEval encoding, image features, spectra) is fp32 whatever PyTorch's defaults (cuDNN convolutions
     in TF32) or a caller set. Usable as a decorator."""
-    import torch
-
-    before = (
-        torch.backends.cuda.matmul.fp32_precision,
-        torch.backends.cudnn.conv.fp32_precision,
-        torch.backends.cudnn.rnn.fp32_precision,
-    )
+    before = [switch.fp32_precision for switch in _switches()]
     set_fp32_mode("ieee")
     try:
         yield
     finally:
         _set_legacy(before[0], before[1])
-        (
-            torch.backends.cuda.matmul.fp32_precision,
-            torch.backends.cudnn.conv.fp32_precision,
-            torch.backends.cudnn.rnn.fp32_precision,
-        ) = before
+        for switch, mode in zip(_switches(), before, strict=True):
+            switch.fp32_precision = mode
 
 
 def fp32_mode_now() -> dict[str, str]:
     """The current fp32 switches (tests and the run record read them)."""
-    import torch
-
-    return {
-        "matmul": torch.backends.cuda.matmul.fp32_precision,
-        "conv": torch.backends.cudnn.conv.fp32_precision,
-    }
+    matmul, conv, _ = _switches()
+    return {"matmul": matmul.fp32_precision, "conv": conv.fp32_precision}

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from contrastlab.cost.measured import grouped
 from contrastlab.paths import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
@@ -141,13 +142,6 @@ def test_gpu_step_compares_the_variants_losses_with_eager_on_a_cpu(tmp_path, cap
     assert rows["graph"]["error"] == "RuntimeError: graph needs a CUDA device"
 
 
-def _field_default(cls, name):
-    import dataclasses
-
-    (field,) = [f for f in dataclasses.fields(cls) if f.name == name]
-    return field
-
-
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_vision_throughput_eager_is_the_trainers_default_step(device):
     """The ``eager`` variant's switches are VisionTrainSettings' defaults as train() applies them on that
@@ -181,9 +175,10 @@ def test_vision_throughput_eager_follows_the_dataclass_not_a_copy(monkeypatch):
     from contrastlab.training.vision import VisionTrainSettings
 
     bench = _load("vision_throughput.py")
-    monkeypatch.setattr(_field_default(VisionTrainSettings, "augment_calls"), "default", "one")
-    monkeypatch.setattr(_field_default(VisionTrainSettings, "cudnn_benchmark"), "default", False)
-    monkeypatch.setattr(_field_default(VisionTrainSettings, "channels_last"), "default", True)
+    fields = VisionTrainSettings.__dataclass_fields__
+    monkeypatch.setattr(fields["augment_calls"], "default", "one")
+    monkeypatch.setattr(fields["cudnn_benchmark"], "default", False)
+    monkeypatch.setattr(fields["channels_last"], "default", True)
     assert bench.switches("eager", torch.device("cuda")) == {
         "channels_last": True, "augment_calls": "one", "cudnn_benchmark": False, "compile": False
     }  # fmt: skip
@@ -290,9 +285,7 @@ def test_gpu_bench_runs_every_part_at_toy_size_on_a_cpu(tmp_path):
     bench = _load("gpu_bench.py")
     result = bench.main(["--toy", "--device", "cpu", "--out", str(tmp_path), "--work", str(tmp_path / "w")])
     rows = result["rows"]
-    by_part = {}
-    for row in rows:
-        by_part.setdefault(row["part"], []).append(row)
+    by_part = grouped(rows, lambda row: row["part"])
     assert set(by_part) == set(bench.PARTS)
     assert not [r for r in rows if "error" in r], rows
     (pack,) = by_part["pack"]  # two toy cells at once, each its own process, timed together

@@ -252,9 +252,8 @@ def test_the_calibration_replaces_the_assumed_start_up_and_snapshots_with_the_me
     assert (shipped["train_startup"], shipped["evaluate_startup"], shipped["snapshot_per_gib"]) == (60, 30, 2)
     R.write_report(tmp_path, rows, ENV, {}, evaluations=evaluations)
     loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
-    assert loaded.overheads_s["train_startup"] == pytest.approx(30.25)
-    assert loaded.overheads_s["evaluate_startup"] == pytest.approx(25.0)
-    assert loaded.overheads_s["snapshot_per_gib"] == pytest.approx(0.4)
+    measured = {"train_startup": 30.25, "evaluate_startup": 25.0, "snapshot_per_gib": 0.4}
+    assert {key: loaded.overheads_s[key] for key in measured} == pytest.approx(measured)
     assert not {"overheads_s.train_startup", "overheads_s.snapshot_per_gib"} & set(loaded.filled_from_default)
 
 
@@ -482,9 +481,8 @@ def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups
     """The plan's first lines say the shipped file's start-ups are assumed; a measured calibration's are
     not, and a figure it lacks takes the shipped file's status with its value."""
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
-    assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"
-    assert provenance.figure_status(shipped, "achieved_tflops.vision.bf16") == "assumed"
+    figures = ("overheads_s.train_startup", "overheads_s.dev_evaluation", "achieved_tflops.vision.bf16")
+    assert [provenance.figure_status(shipped, f) for f in figures] == ["assumed", "measured", "assumed"]
     first = provenance.status_items(shipped)
     assert first[0].startswith("**Start-ups assumed, not measured on a card** (train_startup 60 s, ")
     assert first[1].startswith("Figures: 14 measured on a card, 13 assumed (evaluate_startup, ")

@@ -37,24 +37,19 @@ def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
 
 
 def test_a_cell_shares_with_the_largest_count_whose_peaks_fit_80_percent_of_the_card():
-    # 80 GiB card: 64 GiB for the packed cells together
-    assert packing.cell_share(16.0, 80.0, 4) == 4  # 4 × 16 = 64
-    assert packing.cell_share(16.1, 80.0, 4) == 2
-    assert packing.cell_share(32.0, 80.0, 4) == 2
-    assert packing.cell_share(32.1, 80.0, 4) == 1
-    assert packing.cell_share(100.0, 80.0, 4) == 1  # does not fit at all: alone (the plan says so)
-    assert packing.cell_share(5.0, 80.0, 2) == 2  # never more than resources.gpu_share
-    assert packing.cell_share(5.0, 80.0, 1) == 1  # off
+    # 80 GiB card: 64 GiB for the packed cells together (4 × 16 = 64); 100 GiB does not fit at all: alone
+    # (the plan says so)
+    assert [packing.cell_share(peak, 80.0, 4) for peak in (16.0, 16.1, 32.0, 32.1, 100.0)] == [4, 2, 2, 1, 1]
+    # never more than resources.gpu_share; 1: off
+    assert packing.cell_share(5.0, 80.0, 2) == 2 and packing.cell_share(5.0, 80.0, 1) == 1
     with pytest.raises(ValueError, match="resources.gpu_share must be one of 1, 2, 4, got 3"):
         packing.cell_share(5.0, 80.0, 3)
 
 
 def test_the_speedup_is_the_largest_measured_count_up_to_the_share():
     figures = {2: 1.8, 4: 2.4}
-    assert packing.speedup(figures, 4) == 2.4
-    assert packing.speedup(figures, 2) == 1.8
+    assert [packing.speedup(figures, share) for share in (4, 2, 1)] == [2.4, 1.8, 1.0]
     assert packing.speedup({2: 0.9}, 4) == 0.9  # 4 not measured: the figure of 2
-    assert packing.speedup(figures, 1) == 1.0
     assert packing.speedup({}, 4) == 1.0  # no figure: priced as if alone
 
 

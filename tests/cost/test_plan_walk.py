@@ -35,11 +35,8 @@ def _layer(module: str) -> int:
 
 def _room(frame) -> str | None:
     module = frame.f_globals.get("__name__", "") if frame is not None else ""
-    if not module.startswith("contrastlab.") or module.startswith(
-        ("contrastlab.config", "contrastlab.paths", "contrastlab.families", "contrastlab.papers")
-    ):
-        return None
-    return module
+    vocabulary = ("contrastlab.config", "contrastlab.paths", "contrastlab.families", "contrastlab.papers")
+    return module if module.startswith("contrastlab.") and not module.startswith(vocabulary) else None
 
 
 def _cold() -> None:

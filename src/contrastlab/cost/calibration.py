@@ -134,6 +134,11 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _bad(path: Path, key: str, must: str, value: Any, after: str = "") -> ValueError:
+    """The one-line error of a calibration entry ``key`` that is not what it ``must`` be."""
+    return ValueError(f"calibration {path}: {key} must be {must}, got {value!r}{after}")
+
+
 def _read_calibration(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -160,53 +165,31 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     filled: list[str] = []
     achieved: dict[str, dict[str, float]] = {}
     for track in TRACKS:
-        achieved[track] = {}
         for precision in RESOLVED:
             value = (data.get("achieved_tflops") or {}).get(track, {}).get(precision)
             if value is None:
                 value = default["achieved_tflops"][track][precision]
                 filled.append(f"{track}/{precision}")
             if not _finite(value) or value <= 0:
-                raise ValueError(
-                    f"calibration {chosen}: achieved_tflops.{track}.{precision} must be a positive finite "
-                    f"number of TFLOP/s, got {value!r}; fix it or run make gpu-check again"
-                )
-            achieved[track][precision] = float(value)
+                key, again = f"achieved_tflops.{track}.{precision}", "; fix it or run make gpu-check again"
+                raise _bad(chosen, key, "a positive finite number of TFLOP/s", value, again)
+            achieved.setdefault(track, {})[precision] = float(value)
     overheads = dict(default["overheads_s"])
     for key, value in (data.get("overheads_s") or {}).items():
         if key not in overheads or not _finite(value) or value < 0:
-            raise ValueError(
-                f"calibration {chosen}: overheads_s.{key} must be one of {', '.join(overheads)} with a "
-                f"finite number of seconds >= 0, got {value!r}"
-            )
+            must = f"one of {', '.join(overheads)} with a finite number of seconds >= 0"
+            raise _bad(chosen, f"overheads_s.{key}", must, value)
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
     # packing figures are one card's measurement, like the padding-free ratio: never taken from the default
     # file for another (a measured file without them prices every cell on a GPU of its own)
     packing = data.get("packing") or (default["packing"] if chosen == DEFAULT_CALIBRATION else {})
-    ratios = data.get("padding_free_ratio") or {}
-    if (
-        not ratios
-        and "sentence/fp32" in filled
-        and model_of(str(data.get("device"))) == model_of(default["device"])
-    ):
-        # the ratio goes with the fp32 rate it was measured against: a file of the same card that takes
-        # that rate from the default takes its ratio too (else the padding-free cells lose a measurement)
-        ratios = default.get("padding_free_ratio") or {}
-    for precision, value in ratios.items():
-        if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
-            raise ValueError(
-                f"calibration {chosen}: padding_free_ratio.{precision} must be a precision of "
-                f"{', '.join(RESOLVED)} and a measured step-time ratio in (0, 2], got {value!r}"
-            )
+    ratios = _padding_free_ratios(data, default, "sentence/fp32" in filled, chosen)
     shipped = next((m for m, p in SHIPPED_CALIBRATIONS.items() if p == chosen), None)
     memory = data.get("gpu_memory_gib")
     memory = default["gpu_memory_gib"] if memory is None else memory
     if not _finite(memory) or memory <= 0:
-        raise ValueError(
-            f"calibration {chosen}: gpu_memory_gib must be the GPU's memory as a positive finite number "
-            f"of GiB, got {memory!r}"
-        )
+        raise _bad(chosen, "gpu_memory_gib", "the GPU's memory as a positive finite number of GiB", memory)
     return Calibration(
         achieved,
         overheads,
@@ -221,10 +204,25 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         str(packing.get("source") or ""),
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
-        # a ratio is one card's measurement: never taken from the default file
-        padding_free_ratio={precision: float(value) for precision, value in ratios.items()},
+        padding_free_ratio=ratios,
         **_from_gpu_check(data, packing, chosen),
     )
+
+
+def _padding_free_ratios(
+    data: Mapping[str, Any], default: Mapping[str, Any], fp32_filled: bool, path: Path
+) -> dict[str, float]:
+    """The file's ``padding_free_ratio`` per precision, checked. A ratio goes with the fp32 rate it was
+    measured against: a file of the default's card that takes that rate from the default (``fp32_filled``)
+    takes its ratio too (else the padding-free cells lose a measurement); another card's, never."""
+    ratios = data.get("padding_free_ratio") or {}
+    if not ratios and fp32_filled and model_of(str(data.get("device"))) == model_of(default["device"]):
+        ratios = default.get("padding_free_ratio") or {}
+    for precision, value in ratios.items():
+        if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
+            must = f"a precision of {', '.join(RESOLVED)} and a measured step-time ratio in (0, 2]"
+            raise _bad(path, f"padding_free_ratio.{precision}", must, value)
+    return {precision: float(value) for precision, value in ratios.items()}
 
 
 def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -247,10 +245,8 @@ def _packing_speedup(
     for precision, by_count in (packing.get(key) or {}).items():
         for count, value in (by_count or {}).items():
             if precision not in RESOLVED or not str(count).isdigit() or not _finite(value) or value <= 0:
-                raise ValueError(
-                    f"calibration {path}: packing.{key}.{precision}.{count} must be a precision of "
-                    f"{', '.join(RESOLVED)}, a count of cells and a positive number, got {value!r}"
-                )
+                must = f"a precision of {', '.join(RESOLVED)}, a count of cells and a positive number"
+                raise _bad(path, f"packing.{key}.{precision}.{count}", must, value)
             out.setdefault(precision, {})[int(count)] = float(value)
     return out
 

@@ -366,17 +366,13 @@ def _sentence_work(
     fraction = padding_free_fraction(model, length, real) if padding_free else 1.0
     step_flops = padded_step_flops * fraction
     dev_points = schedule_points(steps, int(s.get("eval_every", 125)))
-    dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
     analysis_flops = schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
     precision = _resolved(s.get("precision"), bf16)
-    grad_accum = int(s.get("grad_accum", 1))
-    dev_batch = int(mode.dev_batch)
     # Korthikanti et al. 2022, Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
-    sequences = 2 * batch / grad_accum
+    sequences = 2 * batch / int(s.get("grad_accum", 1))
     per_layer = length * sequences * model.hidden * (34 + 5 * model.heads * length / model.hidden)
     activations = model.layers * per_layer * (ACTIVATION_BYTES[precision] // 2)  # Eq. 2 counts 2 bytes
-    peak = (16 * model.total + activations) / GIB + FIXED_GPU_GIB
     launches = SENTENCE_STEP_LAUNCHES[precision] * model.layers / 12
     if padding_free:
         launches += PADDING_FREE_LAUNCHES_PER_LAYER * model.layers + PADDING_FREE_LAUNCHES_PER_STEP
@@ -387,18 +383,18 @@ def _sentence_work(
         step_flops=step_flops,
         train_flops=steps * step_flops,
         dev_evaluations=dev_points,
-        dev_flops=dev_flops,
+        dev_flops=dev_points * 2.0 * n * STSB_DEV_TOKENS,
         analysis_flops=analysis_flops,
         snapshots=_snapshots(steps, s, 250),
         snapshot_gib=12 * model.total / GIB,  # fp32 weights and the two Adam moments
         eval_flops=2.0 * n * senteval_tokens(grid),
         eval_probe_steps=0,
-        peak_gib=peak,
+        peak_gib=(16 * model.total + activations) / GIB + FIXED_GPU_GIB,
         kind=f"{cell.backbone} batch {batch} {precision}{' padding-free' if padding_free else ''}",
         step_launches=round(launches),
         rates="sentence",
         graphed=mode.graph,
-        dev_calls=dev_points * -(-STSB_DEV_SENTENCES // dev_batch),
+        dev_calls=dev_points * -(-STSB_DEV_SENTENCES // int(mode.dev_batch)),
         padding_free=padding_free,
         padded_step_flops=padded_step_flops,
         gather_elements=2 * batch * length * model.hidden * model.layers if padding_free else 0.0,
@@ -410,16 +406,13 @@ def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
     """The optimiser steps of an image cell's probes (linear over all ``n_images``, FFN over each label
     fraction) by its experiment's image ``evaluation``."""
     probes = evaluation.get("probes") or ["linear", "knn"]
+    linear, ffn = evaluation.get("linear") or {}, evaluation.get("ffn") or {}
     steps = 0
     if "linear" in probes:
-        linear = evaluation.get("linear") or {}
         steps += int(linear.get("epochs", 100)) * -(-n_images // int(linear.get("batch_size", 128)))
     if "ffn" in probes:
-        ffn = evaluation.get("ffn") or {}
-        for fraction in ffn.get("label_fractions", [0.1, 0.5, 1.0]):
-            steps += int(ffn.get("epochs", 100)) * -(
-                -int(fraction * n_images) // int(ffn.get("batch_size", 32))
-            )
+        batch, fractions = int(ffn.get("batch_size", 32)), ffn.get("label_fractions", [0.1, 0.5, 1.0])
+        steps += int(ffn.get("epochs", 100)) * sum(-(-int(f * n_images) // batch) for f in fractions)
     return steps
 
 
@@ -437,21 +430,16 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     n_val = int(float(s.get("val_fraction") or 0) * n_images)
     n_train = n_images - n_val
     size = int(s.get("input_size") or s.get("image_size") or NATIVE_SIZE[dataset])
-    head = (
-        (int(s.get("head_hidden", 512)), int(s.get("head_dim", 128)))
-        if s.get("projection_head", True)
-        else None
-    )
+    projection = s.get("projection_head", True)
+    head = (int(s.get("head_hidden", 512)), int(s.get("head_dim", 128))) if projection else None
     fwd = vision_forward(s["arch"], s["stem"], int(s["width"]), s.get("out_dim"), size, head)
     batch = int(s.get("batch_size", 256))
     steps_per_epoch = n_train // batch if s.get("drop_last", True) else -(-n_train // batch)
     steps = _total_steps(s, steps_per_epoch, default_epochs=200)
-    images = 2 * batch
-    passes = 1
-    if s.get("oar_fraction"):
-        # the labelled subset is drawn from all the images (data.images.labelled_subset)
-        images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images))
-        passes = 2
+    oar = bool(s.get("oar_fraction"))
+    # the labelled subset is drawn from all the images (data.images.labelled_subset)
+    labelled = min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images)) if oar else 0
+    images, passes = 2 * batch + 2 * labelled, 1 + oar
     step_flops = 3 * 2.0 * fwd.macs * images
     precision = _resolved(s.get("precision"), bf16)
     # Launches: the augmentation calls (two per pass, one with augment_calls: one), the encoder's
@@ -467,7 +455,6 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     val_batches = -(-val_images // batch) if n_val else 0
     dev_flops = validations * 2 * 2.0 * fwd.macs * val_images
     dev_launches = validations * val_batches * (calls * per_call + forward_launches + VALIDATION_LAUNCHES)
-    oar_pass = " + OAR pass" if s.get("oar_fraction") else ""
     optimizer_bytes = 16 if s.get("optimizer", "adam") == "adam" else 12
     activations = fwd.saved_elements * images * ACTIVATION_BYTES[precision]
     peak = (optimizer_bytes * fwd.params + activations + n_images * 3 * NATIVE_SIZE[dataset] ** 2) / GIB
@@ -485,7 +472,7 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         eval_flops=2.0 * fwd.macs * (n_images + n_test),
         eval_probe_steps=_probe_steps(grid.experiment(cell.experiment).vision_evaluation, n_images),
         peak_gib=peak + FIXED_GPU_GIB,
-        kind=f"{cell.backbone} {size}px batch {batch}{oar_pass} {precision}",
+        kind=f"{cell.backbone} {size}px batch {batch}{' + OAR pass' if oar else ''} {precision}",
         step_launches=step_launches,
         dev_launches=dev_launches,
         rates="vision_large" if size >= LARGE_IMAGE_PX else "vision",

@@ -64,10 +64,10 @@ WAIT_S = 600
 def encoding_difference(model_dir: str | Path, sentences: list[str], device: str) -> float:
     """Largest relative L2 difference between the embeddings of ``sentences`` by the checkpoint at
     ``model_dir`` encoded on ``device`` and on the CPU (the evaluator's encoder, IEEE fp32 on both)."""
-    embeddings = {}
-    for where in dict.fromkeys([device, "cpu"]):
-        model, tokenizer = load_backbone(model_dir, device=where)
-        embeddings[where] = make_encoder(model, tokenizer, pooling="cls", progress=False)(sentences)
+    embeddings = {
+        where: make_encoder(*load_backbone(model_dir, device=where), pooling="cls", progress=False)(sentences)
+        for where in dict.fromkeys([device, "cpu"])
+    }
     gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
     return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
 
@@ -307,9 +307,7 @@ def planned_seconds(
     return out
 
 
-def _measured(
-    grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration, dev_sentences: int = 0
-):
+def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration, dev_sentences: int):
     """From the summaries and benchmark files in ``results``: the cells' rows (:func:`_cell_row`), the
     jobs' rows of the actual-against-plan table (priced with ``shipped``) and the encoding jobs' wall
     and encoding seconds."""
@@ -460,14 +458,10 @@ def _cell_row(
 ) -> dict[str, Any]:
     """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell, from its summary, the plan's
     ``work`` and its job's wall time (None where unknown)."""
-    track = grid.experiment(cell.experiment).track
-    name = "settings.json" if track == "vision" else "train_summary.json"
+    vision = grid.experiment(cell.experiment).track == "vision"
+    name = "settings.json" if vision else "train_summary.json"
     summary = json.loads((_trained_path(grid, cell) / name).read_text())
-    kind = (
-        f"vision {cell.experiment.removeprefix('gpu_check_')}"
-        if track == "vision"
-        else f"sentence {cell.method}"
-    )
+    kind = f"vision {cell.experiment.removeprefix('gpu_check_')}" if vision else f"sentence {cell.method}"
     # the calibration's rate class: OAR's 224-px cell measures vision_large, MACL's 32-px one vision
     return cell_row(
         summary,
@@ -484,12 +478,10 @@ def _cell_row(
 def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
     """Every evaluated sentence cell's encoding job ran on ``device`` (its metrics' ``encoding``): rule
     encode got the GPU, while its probe job, rule evaluate, asked for none."""
-    sentence = [
-        c for c in grid.cells if grid.experiment(c.experiment).track != "vision" and c.method in EVALUATED
-    ]
     found = {
         c.method: (json.loads(_metrics_path(grid, c).read_text()).get("encoding") or {}).get("device")
-        for c in sentence
+        for c in grid.cells
+        if grid.experiment(c.experiment).track != "vision" and c.method in EVALUATED
     }
     wrong = {method: where for method, where in found.items() if where != device}
     return (

@@ -125,11 +125,10 @@ def cell_row(
     if track == "sentence" and timings.get("sentences") and max_length:
         # The plan counts max_length tokens per sentence; dynamic padding runs fewer (the preset's
         # fixture pads to about 21 of 32): count what ran, or the calibration comes out too fast.
-        ran = "padded_tokens"
-        if settings.get("padding_free") and timings.get("real_tokens"):
-            # A padding-free step's token-wise work runs on the real tokens (attention's two score
-            # products, about 3% of a BERT step at 32 tokens, still at the padded width: left out).
-            ran = "real_tokens"
+        # A padding-free step's token-wise work runs on the real tokens (attention's two score
+        # products, about 3% of a BERT step at 32 tokens, still at the padded width: left out).
+        padding_free = settings.get("padding_free") and timings.get("real_tokens")
+        ran = "real_tokens" if padding_free else "padded_tokens"
         step_flops *= timings[ran] / timings["sentences"] / max_length
     achieved = step_flops * steps_per_s / 1e12 if steps_per_s else None
     peak, source = peak_tflops(summary.get("device_name", ""), summary["precision"])
@@ -182,26 +181,25 @@ def measured_overheads(
     """The ``overheads_s`` the rows (:func:`cell_row`) and the encoding jobs (``evaluations``: ``wall_s`` and
     ``work_s``, its encoding's) measure (module docstring); a figure without a measurement is left out."""
     rows = list(rows)
-    out: dict[str, float] = {}
-    startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
-    if startup is not None:
-        out["train_startup"] = max(0.0, startup)
-    encoding = _mean([e["wall_s"] - e.get("work_s", 0.0) for e in evaluations if e.get("wall_s") is not None])
-    if encoding is not None:
-        out["evaluate_startup"] = max(0.0, encoding)
     written = [
         (r["snapshots_s"], r["snapshots"] * r["snapshot_gib"])
         for r in rows
         if not r.get("resumed_from") and r.get("snapshots") and r.get("snapshot_gib")
         if r.get("snapshots_s") is not None
     ]
-    if written:
-        out["snapshot_per_gib"] = sum(s for s, _ in written) / sum(g for _, g in written)
-    sentence = [r for r in rows if r["track"] == "sentence"]
-    dev = _mean([s - r.get("dev_eval_work_s", 0.0) for r in sentence for s in r["dev_eval_s"]])
-    if dev is not None:
-        out["dev_evaluation"] = max(0.0, dev)
-    return out
+    dev = [
+        s - r.get("dev_eval_work_s", 0.0) for r in rows if r["track"] == "sentence" for s in r["dev_eval_s"]
+    ]
+    figures = {
+        "train_startup": _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None]),
+        "evaluate_startup": _mean(
+            [e["wall_s"] - e.get("work_s", 0.0) for e in evaluations if e.get("wall_s") is not None]
+        ),
+        "snapshot_per_gib": sum(s for s, _ in written) / sum(g for _, g in written) if written else None,
+        "dev_evaluation": _mean(dev),
+    }
+    # the start-ups and the dev evaluation's fixed cost are at least 0 (a job done faster than priced)
+    return {k: v if k == "snapshot_per_gib" else max(0.0, v) for k, v in figures.items() if v is not None}
 
 
 def packing_figures(packing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
@@ -231,10 +229,7 @@ def calibration(
     """The calibration ``make plan`` reads: achieved TFLOP/s, :func:`measured_overheads`, GPU memory, the
     packing speed-ups and the ``missing`` parts."""
     rows = [r for r in rows if r["steps_per_s"]]
-    measured = [
-        Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
-        for r in rows
-    ]
+    measured = [Measurement(r["track"], r["precision"], r["step_flops"], r["steps_per_s"]) for r in rows]
     source = f"make gpu-check on {env.get('device')} ({env.get('date')})"
     return calibration_from_measurements(
         measured,

@@ -336,8 +336,7 @@ def cost_blocks(
         ("Per cell", per_cell(jobs, projected)),
     ):
         blocks += [Heading(3, title), rows_table(rows, right=1)]
-    phases = per_training_job(jobs)
-    if phases:
+    if phases := per_training_job(jobs):
         blocks += [Heading(3, "Where the training jobs' time went"), Paragraph(PHASES_NOTE)]
         blocks.append(rows_table(phases, right=1))
     return blocks

@@ -191,19 +191,16 @@ class StepCopy:
         mode = families.StepMode(graph=graph, compile=False, padding_free=padding_free, dev_batch=None)
         self.step, self.device, self.mode, self.precision = step, device, mode.name, precision
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def time(self, steps: int) -> dict[str, Any]:
         cuda = self.device.type == "cuda"
-        self._sync()
         if cuda:
+            torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter()
         for _ in range(steps):
             self.step()
-        self._sync()
+        if cuda:
+            torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start
         peak = torch.cuda.max_memory_allocated(self.device) / 2**30 if cuda else None
         return {

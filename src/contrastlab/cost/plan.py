@@ -172,17 +172,15 @@ def make_plan(
 def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     """Training cells: ``sentence`` (of which ``figure``: experiments with no paper table), ``vision``,
     ``total``, and ``pretrained`` evaluations."""
-    counts = {"sentence": 0, "figure": 0, "vision": 0}
     tabled = {table.experiment for table in TABLES.values()}
-    for cell in grid.cells:
-        if grid.experiment(cell.experiment).track == "vision":
-            counts["vision"] += 1
-        else:
-            counts["sentence"] += 1
-            counts["figure"] += cell.experiment not in tabled
-    counts["total"] = counts["sentence"] + counts["vision"]
-    counts["pretrained"] = len(grid.pretrained)
-    return counts
+    sentence = [c for c in grid.cells if grid.experiment(c.experiment).track != "vision"]
+    return {
+        "sentence": len(sentence),
+        "figure": sum(c.experiment not in tabled for c in sentence),
+        "vision": len(grid.cells) - len(sentence),
+        "total": len(grid.cells),
+        "pretrained": len(grid.pretrained),
+    }
 
 
 # ----------------------------------------------------------------------------------------- rendering

@@ -87,18 +87,12 @@ def rule_seconds(works: Iterable[CellWork], calibration: Calibration) -> dict[st
     return out
 
 
-def shipped_for(calibration: Calibration) -> Calibration | None:
-    """The shipped file of ``calibration``'s card (the default's for an unknown card); None when
-    ``calibration`` is a shipped file itself."""
-    reference = shipped_calibration(calibration.device)
-    return None if reference.path == calibration.path else reference
-
-
 def moved_rules(works: Mapping[str, CellWork], calibration: Calibration) -> list[str]:
     """One bullet per GPU rule whose total under ``calibration`` moves by more than :data:`MOVE_LIMIT`
-    against the shipped file of its card (:func:`shipped_for`), naming the figure that moves it most."""
-    reference = shipped_for(calibration)
-    if reference is None:
+    against the shipped file of its card (the default's for an unknown card), naming the figure that moves
+    it most; none when ``calibration`` is a shipped file itself."""
+    reference = shipped_calibration(calibration.device)
+    if reference.path == calibration.path:
         return []
     cells = list(works.values())
     before, after = rule_seconds(cells, reference), rule_seconds(cells, calibration)

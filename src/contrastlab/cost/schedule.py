@@ -105,11 +105,11 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
             waiting_on[later] -= 1
             if not waiting_on[later]:
                 heapq.heappush(ready[by_name[later].slot], (-tail[later], later))
-    start = max(jobs, key=lambda j: (tail[j.name], j.name)) if jobs else None
+    name = max(by_name, key=lambda n: (tail[n], n), default=None)
     path: list[str] = []
-    while start is not None:
-        path.append(start.name)
-        start = by_name[following[start.name]] if following[start.name] else None
+    while name is not None:
+        path.append(name)
+        name = following[name]
     return Schedule(gpus, cpus, now, gpu_busy, max(tail.values(), default=0.0), tuple(path))
 
 
