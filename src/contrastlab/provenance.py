@@ -23,7 +23,12 @@ def _git(*args: str, timeout: float = 10) -> str | None:
     """``git <args>``'s output in the checkout; None where it fails (no git, an exit status not 0)."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=timeout, check=True
+            ["git", "-C", str(REPO_ROOT), *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -171,8 +171,9 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
                 value = default["achieved_tflops"][track][precision]
                 filled.append(f"{track}/{precision}")
             if not _finite(value) or value <= 0:
-                key, again = f"achieved_tflops.{track}.{precision}", "; fix it or run make gpu-check again"
-                raise _bad(chosen, key, "a positive finite number of TFLOP/s", value, again)
+                must = "a positive finite number of TFLOP/s"
+                again = "; fix it or run make gpu-check again"
+                raise _bad(chosen, f"achieved_tflops.{track}.{precision}", must, value, again)
             achieved.setdefault(track, {})[precision] = float(value)
     overheads = dict(default["overheads_s"])
     for key, value in (data.get("overheads_s") or {}).items():

@@ -406,12 +406,14 @@ def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
     """The optimiser steps of an image cell's probes (linear over all ``n_images``, FFN over each label
     fraction) by its experiment's image ``evaluation``."""
     probes = evaluation.get("probes") or ["linear", "knn"]
-    linear, ffn = evaluation.get("linear") or {}, evaluation.get("ffn") or {}
     steps = 0
     if "linear" in probes:
+        linear = evaluation.get("linear") or {}
         steps += int(linear.get("epochs", 100)) * -(-n_images // int(linear.get("batch_size", 128)))
     if "ffn" in probes:
-        batch, fractions = int(ffn.get("batch_size", 32)), ffn.get("label_fractions", [0.1, 0.5, 1.0])
+        ffn = evaluation.get("ffn") or {}
+        batch = int(ffn.get("batch_size", 32))
+        fractions = ffn.get("label_fractions", [0.1, 0.5, 1.0])
         steps += int(ffn.get("epochs", 100)) * sum(-(-int(f * n_images) // batch) for f in fractions)
     return steps
 
@@ -439,7 +441,8 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     oar = bool(s.get("oar_fraction"))
     # the labelled subset is drawn from all the images (data.images.labelled_subset)
     labelled = min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images)) if oar else 0
-    images, passes = 2 * batch + 2 * labelled, 1 + oar
+    images = 2 * batch + 2 * labelled
+    passes = 2 if oar else 1
     step_flops = 3 * 2.0 * fwd.macs * images
     precision = _resolved(s.get("precision"), bf16)
     # Launches: the augmentation calls (two per pass, one with augment_calls: one), the encoder's

@@ -208,7 +208,8 @@ def gd_monte_carlo(
     n_pos, n_neg = (points, points) if isinstance(points, int) else points
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
-    gd, se = np.empty((2, len(losses), n_pos, n_neg))
+    gd = np.empty((len(losses), n_pos, n_neg))
+    se = np.empty((len(losses), n_pos, n_neg))
     for row, stream in enumerate(np.random.SeedSequence(seed).spawn(n_pos)):
         rng = np.random.default_rng(stream)
         # The positives of the whole row first, then the negatives chunk after chunk: the draws, and

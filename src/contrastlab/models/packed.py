@@ -154,8 +154,11 @@ def pack(attention_mask: torch.Tensor, draws: str = "padded", device: torch.devi
 def _to_device(parts: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
     """Host int64 tensors on ``device`` through one buffer: one copy (page-locked and non-blocking on
     CUDA: the host goes on at once, and the copy is ordered before the kernels that read it)."""
-    buffer, cuda = torch.cat(parts), device.type == "cuda"
-    buffer = (buffer.pin_memory() if cuda else buffer).to(device, non_blocking=cuda)
+    buffer = torch.cat(parts)
+    if device.type == "cuda":
+        buffer = buffer.pin_memory().to(device, non_blocking=True)
+    else:
+        buffer = buffer.to(device)
     return buffer.split([p.numel() for p in parts])
 
 

@@ -94,7 +94,8 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
             column = f"{sweep['title']} {v} {_label(tlab, t)}"
             add(b, f"{m}-{sweep['label']}{v}", t, blab[b], _label(mlab, m), "", column)
     elif spec.kind == "scores":
-        tlab, methods = labels.get("tasks", {}), layout["methods"]
+        tlab = labels.get("tasks", {})
+        methods = layout["methods"]
         # a row per method under each backbone's group, or a row per method with a column group per backbone
         pairs = (
             itertools.product(backbones, methods)

@@ -449,10 +449,11 @@ def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple
     """The seeded encoder and head on ``device`` (train mode) and the dimension the loss sees."""
     seed_all(s.seed)
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
-    head: torch.nn.Module = torch.nn.Identity()  # without a head the loss sees the encoder's output
-    loss_dim = encoder.feature_dim
     if s.projection_head:
-        head, loss_dim = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim), s.head_dim
+        head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
+    else:
+        head = torch.nn.Identity()
+    loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
     encoder.to(device, memory_format=channels_last).train()
     head.to(device).train()
     return encoder, head, loss_dim
