@@ -385,10 +385,8 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     line the in-process check (workflow_start.start_error) gives."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     out = done.stdout + done.stderr
-    expected = (
-        "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'; write seeds[0] as a whole "
-    )
-    expected += "number"
+    expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'; write seeds[0] as a "
+    expected += "whole number"
     assert said(out) == [expected], done.stderr[-2000:]
     assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
     from .workflow_start import start_error
