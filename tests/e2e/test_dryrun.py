@@ -174,13 +174,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
     # each image cell's evaluation is two jobs too: the features (GPU) and the probes (CPU)
-    assert (
-        counts["train_vision"]
-        == counts["encode_vision"]
-        == counts["evaluate_vision"]
-        == n_vision
-        == 75 + 64 + 8
-    )
+    vision_jobs = [counts[f"{step}_vision"] for step in ("train", "encode", "evaluate")]
+    assert vision_jobs == [n_vision] * 3 and n_vision == 75 + 64 + 8
     oar = [c for c in cells if c.experiment.startswith("oar_")]
     assert len(oar) == 72 and {c.method for c in oar if c.experiment == "oar_cifar100"} == {
         f"{prefix}{loss}" for prefix in ("", "oar_") for loss in ("infonce", "dcl", "bt", "vicreg")
