@@ -506,19 +506,14 @@ def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_an
     packed_config = write(pack_demo(repo_root, packed, e2e_resources, gpu=1), tmp_path / "packed.yaml")
     bin_dir, calls_log = mps_standin.install(tmp_path / "mps")
     trained = [f"{packed}/results/checkpoints/{cell}/train_log.jsonl" for cell in cells]
+    # the stand-in first on PATH (the cluster's client wrappers after it); the daemons' folders here
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{slurm_env(cluster)['PATH']}",
+        "CONTRASTLAB_GPU_LOCK_DIR": str(tmp_path / "locks"),
+    }
     started = time.monotonic()
-    output = run_through_slurm(
-        repo_root,
-        cluster,
-        "slurm",
-        packed_config,
-        *("--set-resources", "train:gpu=0", "--", *trained),
-        # the stand-in first on PATH (the cluster's client wrappers after it); the daemons' folders here
-        env={
-            "PATH": f"{bin_dir}{os.pathsep}{slurm_env(cluster)['PATH']}",
-            "CONTRASTLAB_GPU_LOCK_DIR": str(tmp_path / "locks"),
-        },
-    )
+    args = ("--set-resources", "train:gpu=0", "--", *trained)
+    output = run_through_slurm(repo_root, cluster, "slurm", packed_config, *args, env=env)
     seconds = time.monotonic() - started
     results = (packed / "results", local / "results")
     submitted = submissions(output)

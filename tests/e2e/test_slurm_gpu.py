@@ -86,15 +86,8 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2
 
     def through_slurm(run) -> str:
         # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
-        return run_through_slurm(
-            run.workdir,
-            cluster,
-            run.profile,
-            run.configfile,
-            *FAILING_JOB_POLLING,
-            *("--retries", "0", "--", run.target),
-            check=False,
-        )
+        args = (*FAILING_JOB_POLLING, "--retries", "0", "--", run.target)
+        return run_through_slurm(run.workdir, cluster, run.profile, run.configfile, *args, check=False)
 
     with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
         outputs = dict(zip(runs, pool.map(through_slurm, runs.values()), strict=True))
