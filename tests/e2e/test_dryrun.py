@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import re
 import subprocess
@@ -67,14 +68,9 @@ def demo_process(
 
 def job_counts(output: str) -> dict[str, int]:
     """Parse the 'Job stats' table of a dry-run."""
-    table = output.split("Job stats:", 1)[1]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
+    rows = (line.split() for line in output.split("Job stats:", 1)[1].splitlines()[3:])
+    table = itertools.takewhile(lambda parts: len(parts) == 2 and parts[1].isdigit(), rows)
+    return {name: int(count) for name, count in table}
 
 
 @pytest.fixture(scope="module")
