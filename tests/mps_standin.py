@@ -34,8 +34,6 @@ def calls(log: Path) -> list[dict[str, str | float]]:
     """The recorded calls, in order: ``what``, ``pipe``, ``devices``, ``slurm_job``, ``time``."""
     if not log.exists():
         return []
-    out = []
-    for line in log.read_text().splitlines():
-        what, pipe, devices, job, when = line.split("|")
-        out.append({"what": what, "pipe": pipe, "devices": devices, "slurm_job": job, "time": float(when)})
-    return out
+    keys = ("what", "pipe", "devices", "slurm_job", "time")
+    rows = [dict(zip(keys, line.split("|"), strict=True)) for line in log.read_text().splitlines()]
+    return [{**row, "time": float(row["time"])} for row in rows]

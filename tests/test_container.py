@@ -109,11 +109,8 @@ def test_the_snakefile_names_a_pip_image_with_container_not_containerized():
     text = (ROOT / "Snakefile").read_text()
     assert not re.search(r"^containerized:", text, re.M)
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert (
-        _default_image()
-        == f"docker://ghcr.io/contrastlab/contrastlab:{version}"
-        == "docker://ghcr.io/contrastlab/contrastlab:0.2.0"
-    )
+    image = "docker://ghcr.io/contrastlab/contrastlab:"
+    assert _default_image() == image + version == image + "0.2.0"
     assert "container/*.sif" in (ROOT / ".gitignore").read_text()  # a local build stays untracked
 
 

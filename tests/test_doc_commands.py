@@ -165,12 +165,9 @@ def listing() -> list[str]:
     """Every command block with how each command is checked (``needs <what>`` for what the page marks)."""
     lines = []
     for block in blocks():
+        marked = f"needs {block.needs} (marked in the page)" if block.needs else "UNCHECKED"
         for command in block.commands:
-            checked = how(block, command)
-            where = f"{block.page}:{block.line}"
-            if checked is None:
-                checked = f"needs {block.needs} (marked in the page)" if block.needs else "UNCHECKED"
-            lines.append(f"{where}: {command[:90]} -> {checked}")
+            lines.append(f"{block.page}:{block.line}: {command[:90]} -> {how(block, command) or marked}")
     return lines
 
 

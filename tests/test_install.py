@@ -59,10 +59,8 @@ def test_uv_gets_every_index_and_find_links_of_pip_and_picks_the_best_match_as_p
 
 def test_a_plain_pip_gives_uv_no_options():
     assert install.uv_options(install.parse_pip_config("")) == []
-    assert install.uv_options({"index-url": "https://mirror.example/simple"}) == [
-        "--default-index",
-        "https://mirror.example/simple",
-    ]
+    mirror = "https://mirror.example/simple"
+    assert install.uv_options({"index-url": mirror}) == ["--default-index", mirror]
 
 
 @pytest.mark.parametrize(

@@ -35,12 +35,8 @@ def test_a_rule_script_with_a_command_line_answers_help():
 
 @pytest.mark.parametrize("script", sorted(set(RULE_SCRIPTS) - set(WITH_A_CLI)))
 def test_a_rule_script_run_by_hand_says_so_in_one_line(script):
-    done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / script), "--help"],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    command = [sys.executable, str(REPO_ROOT / "scripts" / script), "--help"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"contrastlab: {script} is a rule's script: Snakemake runs it with the job's inputs, params and "

@@ -24,10 +24,7 @@ MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _tracked() -> set[str]:
-    out = subprocess.run(
-        ["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    files = set(out.splitlines())
+    files = set(subprocess.check_output(["git", "ls-files"], cwd=REPO_ROOT, text=True).splitlines())
     folders = {str(parent) for name in files for parent in PurePosixPath(name).parents}
     return files | folders
 

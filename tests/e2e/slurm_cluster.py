@@ -61,12 +61,11 @@ class SlurmCluster:
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the daemons' logs, for failure messages."""
-        parts = []
-        for name in ("slurmctld.log", "slurmd.log", "munged.log"):
-            path = self.root / "log" / name
-            if path.exists():
-                parts.append(f"--- {name}\n" + "\n".join(path.read_text().splitlines()[-lines:]))
-        return "\n".join(parts)
+        logs = [self.root / "log" / name for name in ("slurmctld.log", "slurmd.log", "munged.log")]
+        tails = (
+            f"--- {p.name}\n" + "\n".join(p.read_text().splitlines()[-lines:]) for p in logs if p.exists()
+        )
+        return "\n".join(tails)
 
 
 def _free_port() -> int:

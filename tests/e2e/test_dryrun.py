@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import re
 import subprocess
@@ -67,14 +68,9 @@ def demo_process(
 
 def job_counts(output: str) -> dict[str, int]:
     """Parse the 'Job stats' table of a dry-run."""
-    table = output.split("Job stats:", 1)[1]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
+    rows = (line.split() for line in output.split("Job stats:", 1)[1].splitlines()[3:])
+    table = itertools.takewhile(lambda parts: len(parts) == 2 and parts[1].isdigit(), rows)
+    return {name: int(count) for name, count in table}
 
 
 @pytest.fixture(scope="module")
@@ -174,13 +170,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
     # each image cell's evaluation is two jobs too: the features (GPU) and the probes (CPU)
-    assert (
-        counts["train_vision"]
-        == counts["encode_vision"]
-        == counts["evaluate_vision"]
-        == n_vision
-        == 75 + 64 + 8
-    )
+    vision_jobs = [counts[f"{step}_vision"] for step in ("train", "encode", "evaluate")]
+    assert vision_jobs == [n_vision] * 3 and n_vision == 75 + 64 + 8
     oar = [c for c in cells if c.experiment.startswith("oar_")]
     assert len(oar) == 72 and {c.method for c in oar if c.experiment == "oar_cifar100"} == {
         f"{prefix}{loss}" for prefix in ("", "oar_") for loss in ("infonce", "dcl", "bt", "vicreg")
@@ -385,10 +376,8 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     line the in-process check (workflow_start.start_error) gives."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     out = done.stdout + done.stderr
-    expected = (
-        "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'; write seeds[0] as a whole "
-    )
-    expected += "number"
+    expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'; write seeds[0] as a "
+    expected += "whole number"
     assert said(out) == [expected], done.stderr[-2000:]
     assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
     from .workflow_start import start_error

@@ -104,9 +104,7 @@ def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, 
 def _one_line_failure(done) -> str:
     out = done.stdout + done.stderr
     lines = said(out)
-    assert done.returncode == 1, out[-3000:]
-    assert len(lines) == 1, out[-3000:]
-    assert "Traceback" not in out, out[-3000:]
+    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in out, out[-3000:]
     return lines[0]
 
 

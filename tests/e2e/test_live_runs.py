@@ -35,12 +35,10 @@ def _record_of(results: Path, pid: int) -> Path:
 def _held_locks(repo_root: Path, record: Path) -> dict[Path, bytes]:
     """The lock files in the repository's .snakemake/locks that the run of ``record`` wrote."""
     digests = set(json.loads(record.read_text())["locks"])
-    found = {}
-    for lock in (repo_root / ".snakemake" / "locks").glob("*.lock"):
-        content = lock.read_bytes()
-        if hashlib.sha256(content).hexdigest() in digests:
-            found[lock] = content
-    return found
+    locks = {lock: lock.read_bytes() for lock in (repo_root / ".snakemake" / "locks").glob("*.lock")}
+    return {
+        lock: content for lock, content in locks.items() if hashlib.sha256(content).hexdigest() in digests
+    }
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from contrastlab.workflow import finished
 from tests.images import distinct_colours
 from tests.report import chromium
 
-from .test_dryrun import OFFLINE, job_counts, run_snakemake, snakemake_process
+from .test_dryrun import OFFLINE, job_counts, run_snakemake, snakemake_process, succeeded
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
@@ -69,8 +69,8 @@ def write(config, path):
 def finished_demo(repo_root, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("demo")
     config = reduced_demo(repo_root, workdir, mteb=True)
-    output = run_snakemake(repo_root, "--configfile", write(config, workdir / "c.yaml"), "--cores", "2")
-    return workdir, config, output
+    run_snakemake(repo_root, "--configfile", write(config, workdir / "c.yaml"), "--cores", "2")
+    return workdir, config, workdir / "results"
 
 
 def test_demo_produces_tables_and_report(finished_demo):
@@ -78,8 +78,7 @@ def test_demo_produces_tables_and_report(finished_demo):
     each claim with its verdict, the tables with their verdict markers, legend and CSV columns."""
     import pandas as pd
 
-    workdir, _, _ = finished_demo
-    results = workdir / "results"
+    _, _, results = finished_demo
     tables = sorted(p.name for p in (results / "tables").iterdir())
     assert any(name.endswith(".csv") for name in tables) and any(name.endswith(".md") for name in tables)
     report = (results / "report.md").read_text()
@@ -132,8 +131,7 @@ def test_make_cards_writes_each_cells_card_and_its_checkpoint_loads_in_sentence_
     card from the cell's files."""
     from contrastlab.models import load_backbone, make_encoder
 
-    workdir, _, _ = finished_demo
-    results = workdir / "results"
+    workdir, _, results = finished_demo
     assert not (results / "cards").exists()  # no workflow job writes a card
     cards = [sys.executable, "scripts/publish.py", "--configfile", str(workdir / "c.yaml"), "--cards"]
     made = subprocess.run(cards, cwd=repo_root, capture_output=True, text=True, timeout=300)
@@ -157,8 +155,7 @@ def test_make_cards_writes_each_cells_card_and_its_checkpoint_loads_in_sentence_
 def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finished_demo, read_curves):
     """Each trained cell's TensorBoard run, <results_dir>/tensorboard/<cell>, holds the training loss at
     every log point and the dev Spearman at every evaluation; none is left in the state folders."""
-    workdir, config, _ = finished_demo
-    results = workdir / "results"
+    _, config, results = finished_demo
     cells = sorted(p.parent for p in (results / "checkpoints").rglob("train_log.jsonl"))
     assert cells
     for cell in cells:
@@ -191,8 +188,7 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     """Each figure the config produces is a non-trivial PNG with its PDF and CSV, shown in both reports."""
     import matplotlib.image
 
-    workdir, config, _ = finished_demo
-    results = workdir / "results"
+    _, config, results = finished_demo
     figures = catalog.figures(cl_config.Grid(cl_config.validate(config)))
     kinds = {f["kind"] for f in figures}
     assert {"analytic", "logs", "metrics", "oar_synthetic"} <= kinds, kinds
@@ -250,8 +246,7 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     from contrastlab.config.data import DataConfig
     from contrastlab.evaluation.senteval import evaluate_checkpoint
 
-    workdir, config, _ = finished_demo
-    results = workdir / "results"
+    _, config, results = finished_demo
     validated = cl_config.validate(json.loads(json.dumps(config)))
     metrics = json.loads((results / "metrics" / cell / "senteval.json").read_text())
     model = metrics["model_dir"]
@@ -398,10 +393,7 @@ def snakemake_in(checkout: Path, *args: str) -> str:
     """The output of a successful plain ``python -m snakemake`` in ``checkout`` (not the forked server)."""
     env = {k: v for k, v in dict(os.environ, **OFFLINE).items() if k != "PYTHONPATH"}
     argv = [sys.executable, "-m", "snakemake", "-s", str(checkout / "Snakefile"), *args]
-    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
-    return output
+    return succeeded(subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600))
 
 
 def test_a_copy_retrains_nothing_even_from_old_records_and_an_edited_loss_module_its_cells(
@@ -574,8 +566,7 @@ def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, f
         control = run_snakemake(
             repo_root, "-n", "--configfile", configfile, "--rerun-triggers", "mtime", "params", "code"
         )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-3000:]
+    output = succeeded(done)
     assert "Using workflow specific profile profiles/default" in output, output[:2000]
     assert "Nothing to be done (all requested files are present and up to date)." in output, output[-3000:]
     cells = cl_config.Grid(cl_config.validate(json.loads(json.dumps(config)))).cells
@@ -591,8 +582,7 @@ def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, f
 def test_a_cut_metrics_file_is_named_and_only_its_evaluation_is_redone(repo_root, finished_demo, observed):
     """The run's first check moves a truncated metrics file aside, so the cell's encode and evaluate are
     planned with what reads them (Snakemake alone reruns nothing for it)."""
-    workdir, config, _ = finished_demo
-    results = workdir / "results"
+    workdir, config, results = finished_demo
     cell = "nie2023/tiny-bert/cl/seed42"
     metrics = results / "metrics" / cell / "senteval.json"
     record = finished.record_path(results, metrics)

@@ -256,14 +256,30 @@ def same_tables(ours: Path, theirs: Path) -> list[str]:
     return tables
 
 
+def start_through_slurm(repo_root: Path, cluster, configfile: str, out_path: Path, *args: str):
+    """:func:`slurm_command` through ``profiles/slurm`` started, its output written to ``out_path``."""
+    with open(out_path, "w") as out:
+        return subprocess.Popen(
+            slurm_command(repo_root, cluster, "slurm", configfile, *args),
+            cwd=repo_root,
+            env=slurm_env(cluster),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def wait_while_running(workflow: subprocess.Popen, out_path: Path, done, poll: float = 0.1) -> None:
+    """Waits, 300 s at most, until ``done()``, asserting that ``workflow`` runs meanwhile."""
+    deadline = time.monotonic() + 300
+    while not done():
+        assert workflow.poll() is None and time.monotonic() < deadline, out_path.read_text()[-4000:]
+        time.sleep(poll)
+
+
 def _cancel_once_it_trains(cluster, workflow, snapshot: Path, out_path: Path) -> str:
     """Waits for the first state snapshot of :data:`CELL`, then cancels its running training job with
     ``scancel``; returns that job's SLURM id."""
-    deadline = time.monotonic() + 300
-    while not snapshot.exists():
-        assert workflow.poll() is None, out_path.read_text()[-4000:]
-        assert time.monotonic() < deadline, "no training snapshot in time\n" + out_path.read_text()[-4000:]
-        time.sleep(0.1)
+    wait_while_running(workflow, out_path, snapshot.exists)
     wildcards = "_".join(CELL)  # the plugin's comment: rule_train_wildcards_<experiment>_..._<seed>
     running = [
         j
@@ -291,14 +307,7 @@ def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job
     snapshot = results / "state" / "train" / CELL_PATH / "state.pt"
     out_path = tmp_path / "snakemake.out"
     started = time.monotonic()
-    with open(out_path, "w") as out:
-        workflow = subprocess.Popen(
-            slurm_command(repo_root, cluster, "slurm", configfile),
-            cwd=repo_root,
-            env=slurm_env(cluster),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    workflow = start_through_slurm(repo_root, cluster, configfile, out_path)
     try:
         killed = _cancel_once_it_trains(cluster, workflow, snapshot, out_path)
         workflow.wait(timeout=540)
@@ -387,20 +396,10 @@ def test_a_rerun_after_the_workflow_was_killed_waits_for_its_slurm_job(
     configfile = write(config, tmp_path / "c.yaml")
     results, out_path = tmp_path / "results", tmp_path / "snakemake.out"
     target = ("--", f"{results}/checkpoints/{CELL_PATH}/model")
-    with open(out_path, "w") as out:
-        workflow = subprocess.Popen(
-            slurm_command(repo_root, cluster, "slurm", configfile, *target),
-            cwd=repo_root,
-            env=slurm_env(cluster),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    workflow = start_through_slurm(repo_root, cluster, configfile, out_path, *target)
     job = None
     try:
-        deadline = time.monotonic() + 300
-        while not (results / "state" / "train" / CELL_PATH / "state.pt").exists():
-            assert workflow.poll() is None and time.monotonic() < deadline, out_path.read_text()[-4000:]
-            time.sleep(0.1)
+        wait_while_running(workflow, out_path, (results / "state" / "train" / CELL_PATH / "state.pt").exists)
         workflow.kill()  # SIGKILL: its SLURM job trains on
         workflow.wait()
         (job,) = submissions(out_path.read_text())
@@ -421,9 +420,8 @@ def test_a_rerun_after_the_workflow_was_killed_waits_for_its_slurm_job(
     while cluster.run("squeue", "-h", "-j", job).stdout.strip():
         time.sleep(0.5)
     output = run_through_slurm(repo_root, cluster, "slurm", configfile, "-n", *target)
-    assert f"contrastlab: a run on {results} (pid {workflow.pid}) was killed; removed" in output, output[
-        -3000:
-    ]
+    recovered = f"contrastlab: a run on {results} (pid {workflow.pid}) was killed; removed"
+    assert recovered in output, output[-3000:]
 
 
 @pytest.mark.fault(
@@ -440,23 +438,16 @@ def test_a_job_that_ended_before_its_killed_run_recorded_it_is_recorded_by_the_r
     results, out_path = tmp_path / "results", tmp_path / "snakemake.out"
     model, metadata = f"{results}/checkpoints/{CELL_PATH}/model", repo_root / ".snakemake" / "metadata"
     evaluated = f"{results}/metrics/{CELL_PATH}/senteval.json"  # the run goes on after the training job
-    with open(out_path, "w") as out:
-        workflow = subprocess.Popen(
-            slurm_command(repo_root, cluster, "slurm", configfile, "--", evaluated),
-            cwd=repo_root,
-            env=slurm_env(cluster),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    workflow = start_through_slurm(repo_root, cluster, configfile, out_path, "--", evaluated)
+    notes = results / "state" / "runs"
+
+    def ended_and_unmarked() -> bool:
+        """The job has ended (its note lists its outputs) and cleared its incomplete mark itself."""
+        ended = any("ended" in read_json(p) for p in notes.glob("*.slurm/*.json"))
+        return ended and not marked_incomplete(model, repo_root)
+
     try:
-        deadline = time.monotonic() + 300
-        notes = results / "state" / "runs"
-        # the job has ended (its note lists its outputs) and cleared its incomplete mark itself
-        while not any("ended" in read_json(p) for p in notes.glob("*.slurm/*.json")) or marked_incomplete(
-            model, repo_root
-        ):
-            assert workflow.poll() is None and time.monotonic() < deadline, out_path.read_text()[-4000:]
-            time.sleep(0.02)
+        wait_while_running(workflow, out_path, ended_and_unmarked, poll=0.02)
         workflow.kill()  # SIGKILL inside the seconds before its next status check records the job
         workflow.wait()
     finally:
@@ -515,19 +506,14 @@ def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_an
     packed_config = write(pack_demo(repo_root, packed, e2e_resources, gpu=1), tmp_path / "packed.yaml")
     bin_dir, calls_log = mps_standin.install(tmp_path / "mps")
     trained = [f"{packed}/results/checkpoints/{cell}/train_log.jsonl" for cell in cells]
+    # the stand-in first on PATH (the cluster's client wrappers after it); the daemons' folders here
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{slurm_env(cluster)['PATH']}",
+        "CONTRASTLAB_GPU_LOCK_DIR": str(tmp_path / "locks"),
+    }
     started = time.monotonic()
-    output = run_through_slurm(
-        repo_root,
-        cluster,
-        "slurm",
-        packed_config,
-        *("--set-resources", "train:gpu=0", "--", *trained),
-        # the stand-in first on PATH (the cluster's client wrappers after it); the daemons' folders here
-        env={
-            "PATH": f"{bin_dir}{os.pathsep}{slurm_env(cluster)['PATH']}",
-            "CONTRASTLAB_GPU_LOCK_DIR": str(tmp_path / "locks"),
-        },
-    )
+    args = ("--set-resources", "train:gpu=0", "--", *trained)
+    output = run_through_slurm(repo_root, cluster, "slurm", packed_config, *args, env=env)
     seconds = time.monotonic() - started
     results = (packed / "results", local / "results")
     submitted = submissions(output)
