@@ -181,22 +181,28 @@ def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: f
     whole-step rates (augmentation inside), ``dev`` seconds per dev evaluation (its FLOPs included),
     ``launch`` seconds per eager launch."""
     achieved = {k: dict(v) for k, v in cal.achieved_tflops.items()}
-    for (kind, *keys), value in GPU_PLAN_FIGURES.items():
-        if kind == "achieved_tflops":
-            achieved[keys[0]][keys[1]] = value
+    for keys, value in GPU_PLAN_FIGURES.items():
+        if keys[0] == "achieved_tflops":
+            achieved[keys[1]][keys[2]] = value
+    cal = dataclasses.replace(
+        cal,
+        achieved_tflops=achieved,
+        overheads_s={**cal.overheads_s, "vision_launch": GPU_PLAN_FIGURES[("overheads_s", "vision_launch")]},
+    )
     oar = cl_flops.cell_work(config_grid(), OAR)
     augment = oar.step_images * cal.overheads_s["vision_large_image"]
-    achieved["vision_large"] = {
+    whole = {
         p: oar.step_flops / (oar.step_flops / (rate * 1e12) + augment) / 1e12
-        for p, rate in achieved["vision_large"].items()
+        for p, rate in cal.achieved_tflops["vision_large"].items()
     }
-    dev_flop_s = 2.0 * rows.BERT_BASE * cl_flops.STSB_DEV_TOKENS / (achieved["sentence"]["fp32"] * 1e12)
+    dev_flops = 2.0 * rows.BERT_BASE * cl_flops.STSB_DEV_TOKENS
     overheads = {"vision_large_image": 0.0, "dev_call": 0.0, "sentence_launch": launch}
-    overheads |= {
-        "vision_launch": GPU_PLAN_FIGURES[("overheads_s", "vision_launch")],
-        "dev_evaluation": dev - dev_flop_s,
-    }
-    return dataclasses.replace(cal, achieved_tflops=achieved, overheads_s={**cal.overheads_s, **overheads})
+    overheads["dev_evaluation"] = dev - cal.seconds(dev_flops, "sentence", "fp32")
+    return dataclasses.replace(
+        cal,
+        achieved_tflops={**cal.achieved_tflops, "vision_large": whole},
+        overheads_s={**cal.overheads_s, **overheads},
+    )
 
 
 #: gpu-plan.md priced the image steps eager (before the captured image step of issue 55).

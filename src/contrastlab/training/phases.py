@@ -109,10 +109,12 @@ class Phases:
         self.start = _JOB_START
         now = clock()
         self.started = self.start["process_started"] if self.start else process_started()
+        self.seconds: dict[str, float] = {}
         handed_over = self.start.get("handed_over") if self.start else None
-        interpreter = max(0.0, (now if handed_over is None else handed_over) - self.started)
-        self.seconds: dict[str, float] = {"interpreter_s": interpreter}
-        if handed_over is not None:
+        if handed_over is None:
+            self.seconds["interpreter_s"] = max(0.0, now - self.started)
+        else:
+            self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
             # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
             self.seconds["imports_s"] = max(0.0, now - handed_over - sum(_FRAME_PHASES.values()))
             self.seconds.update(_FRAME_PHASES)

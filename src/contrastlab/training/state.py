@@ -105,18 +105,22 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     fix = f"delete the cell's state folder {path.parent} to restart the cell"
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except MemoryError:
-        raise
-    except Exception as error:  # torch's reader: RuntimeError, EOFError, KeyError, ... on damaged bytes
-        if isinstance(error, OSError) and error.errno not in (errno.EINVAL, None):
-            raise
-        needed = _UNSUPPORTED.search(str(error)) if isinstance(error, pickle.UnpicklingError) else None
+    except pickle.UnpicklingError as error:
+        needed = _UNSUPPORTED.search(str(error))
         if needed is None:
             raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
         raise SnapshotUnreadableError(
             f"the snapshot {path} holds more than tensors and plain values ({needed.group(1)}; written "
             f"by an older contrastlab, or not by contrastlab), so it was not loaded; {fix}"
         ) from None
+    except MemoryError:
+        raise
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, None):
+            raise
+        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
+    except Exception as error:  # torch's reader: RuntimeError, EOFError, KeyError, ... on damaged bytes
+        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
     if not isinstance(payload, dict):
         raise SnapshotUnreadableError(
             f"the snapshot {path} is no contrastlab snapshot (a {type(payload).__name__}); {fix}"

@@ -404,12 +404,15 @@ def _kill(fork: int, signum: int = signal.SIGKILL) -> None:
 
 
 def _reaped() -> list[tuple[int, int]]:
-    """The ``(pid, status)`` of each fork that ended since the last call."""
     done = []
-    with contextlib.suppress(ChildProcessError):  # no fork left
-        while (reaped := os.waitpid(-1, os.WNOHANG))[0]:
-            done.append(reaped)
-    return done
+    while True:
+        try:
+            fork, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if fork == 0:
+            return done
+        done.append((fork, status))
 
 
 def _start_job(connection: socket.socket, starters: list[Any]) -> int:
