@@ -74,6 +74,19 @@ def test_training_curves_average_seeds_per_step(results, tmp_path):
     assert loss["value"].tolist() == pytest.approx([2.5, 1.5])  # mean of seeds 42 and 43 at steps 10, 20
 
 
+def test_each_training_curve_panel_is_titled_by_its_series_and_each_line_by_its_run(
+    results, tmp_path, monkeypatch
+):
+    from contrastlab.figures import training_curves
+
+    drawn = []
+    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    training_curves.plot_training_curves(curves_frame(results / "checkpoints", "nie2023"), tmp_path / "c")
+    (fig,) = drawn
+    assert [ax.get_title() for ax in fig.axes] == list(training_curves.CURVE_SERIES.values())
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["cl (bert-base)", "dcl (bert-base)"]
+
+
 def test_paper_figures_read_configured_cells_never_search_points(tmp_path):
     """The log figures read only their experiments' cells, never the MPT search points or its winner."""
     from contrastlab.figures.training_curves import cell_files

@@ -235,8 +235,8 @@ def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         for ax, label in zip(axes.flat, series, strict=True):
             part = mean[mean["series"] == label]
             for (backbone, method), curve in part.groupby(["backbone", "method"], sort=False):
-                label = f"{method} ({backbone})"
-                line(ax, curve, "step", "value", runs.index((backbone, method)), label, marker=".")
+                name = f"{method} ({backbone})"
+                line(ax, curve, "step", "value", runs.index((backbone, method)), name, marker=".")
             ax.set_title(label, fontsize="medium")
             if part.empty:
                 note(ax, "not logged\n(analysis_every off)")
