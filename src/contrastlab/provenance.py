@@ -19,16 +19,10 @@ from contrastlab.paths import REPO_ROOT
 VERSIONED_PACKAGES = ("contrastlab", "torch", "transformers", "tokenizers", "scikit-learn", "scipy", "numpy")
 
 
-def _git(*args: str, timeout: float = 10) -> str | None:
-    """``git <args>``'s output in the checkout; None where it fails (no git, an exit status not 0)."""
+def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *args],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=True,
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10, check=True
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -47,7 +41,15 @@ CODE_PATHS = ("src", "scripts", "rules", "Snakefile")
 def code_differs(sha: str) -> bool:
     """Whether the code (:data:`CODE_PATHS`) at commit ``sha`` differs from the checkout's HEAD; True where
     git cannot tell (no git, a commit this clone lacks)."""
-    return _git("diff", "--quiet", sha, "HEAD", "--", *CODE_PATHS, timeout=30) is None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "diff", "--quiet", sha, "HEAD", "--", *CODE_PATHS],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return done.returncode != 0
 
 
 def package_versions() -> dict[str, str]:

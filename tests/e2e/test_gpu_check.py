@@ -125,7 +125,14 @@ def test_the_preset_at_toy_size_killed_after_its_cells_then_run_to_the_end(
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     report = (results / "report.md").read_text()
-    for cell in [*(f"sentence {p}" for p in ("fp32", "tf32", "bf16", "fp16")), "vision macl", "vision oar"]:
+    for cell in (
+        "sentence fp32",
+        "sentence tf32",
+        "sentence bf16",
+        "sentence fp16",
+        "vision macl",
+        "vision oar",
+    ):
         assert f"| {cell} |" in report
     assert "- parts done: cells, checks, packing" in report and "not done" not in report
     assert (

@@ -15,7 +15,7 @@ import torch
 from .conftest import linked_copy
 from .test_dryrun import run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
-from .test_slurm import FAST_POLLING, PROBE_GROUP, run_through_slurm, slurm_demo, submissions
+from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
 PROFILES = ("slurm", "slurm-gres")
 SCHEDULE_FIRST = 14  # a long module: tests/conftest.py starts the highest numbers first
@@ -24,7 +24,12 @@ SCHEDULE_FIRST = 14  # a long module: tests/conftest.py starts the highest numbe
 # that finds no job succeeded (a failed one counts as none) and sleeps out that wait before Snakemake
 # exits. From FAST_POLLING's 2 s the encoding's failure (about 15 s after its submission) is seen at the
 # third check (~36 s) and the exit waits 32 s more; from 8 s, at the second (~18-26 s) and 28 s more.
-FAILING_JOB_POLLING = [FAST_POLLING[0], "8", FAST_POLLING[2], "8"]
+FAILING_JOB_POLLING = [
+    "--slurm-init-seconds-before-status-checks",
+    "8",
+    "--seconds-between-status-checks",
+    "8",
+]
 
 
 @pytest.mark.slow

@@ -64,10 +64,10 @@ WAIT_S = 600
 def encoding_difference(model_dir: str | Path, sentences: list[str], device: str) -> float:
     """Largest relative L2 difference between the embeddings of ``sentences`` by the checkpoint at
     ``model_dir`` encoded on ``device`` and on the CPU (the evaluator's encoder, IEEE fp32 on both)."""
-    embeddings = {
-        where: make_encoder(*load_backbone(model_dir, device=where), pooling="cls", progress=False)(sentences)
-        for where in dict.fromkeys([device, "cpu"])
-    }
+    embeddings = {}
+    for where in dict.fromkeys([device, "cpu"]):
+        model, tokenizer = load_backbone(model_dir, device=where)
+        embeddings[where] = make_encoder(model, tokenizer, pooling="cls", progress=False)(sentences)
     gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
     return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
 

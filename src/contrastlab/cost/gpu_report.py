@@ -181,25 +181,26 @@ def measured_overheads(
     """The ``overheads_s`` the rows (:func:`cell_row`) and the encoding jobs (``evaluations``: ``wall_s`` and
     ``work_s``, its encoding's) measure (module docstring); a figure without a measurement is left out."""
     rows = list(rows)
+    out: dict[str, float] = {}
+    startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
+    if startup is not None:
+        out["train_startup"] = max(0.0, startup)
+    encoding = _mean([e["wall_s"] - e.get("work_s", 0.0) for e in evaluations if e.get("wall_s") is not None])
+    if encoding is not None:
+        out["evaluate_startup"] = max(0.0, encoding)
     written = [
         (r["snapshots_s"], r["snapshots"] * r["snapshot_gib"])
         for r in rows
         if not r.get("resumed_from") and r.get("snapshots") and r.get("snapshot_gib")
         if r.get("snapshots_s") is not None
     ]
-    dev = [
-        s - r.get("dev_eval_work_s", 0.0) for r in rows if r["track"] == "sentence" for s in r["dev_eval_s"]
-    ]
-    figures = {
-        "train_startup": _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None]),
-        "evaluate_startup": _mean(
-            [e["wall_s"] - e.get("work_s", 0.0) for e in evaluations if e.get("wall_s") is not None]
-        ),
-        "snapshot_per_gib": sum(s for s, _ in written) / sum(g for _, g in written) if written else None,
-        "dev_evaluation": _mean(dev),
-    }
-    # the start-ups and the dev evaluation's fixed cost are at least 0 (a job done faster than priced)
-    return {k: v if k == "snapshot_per_gib" else max(0.0, v) for k, v in figures.items() if v is not None}
+    if written:
+        out["snapshot_per_gib"] = sum(s for s, _ in written) / sum(g for _, g in written)
+    sentence = [r for r in rows if r["track"] == "sentence"]
+    dev = _mean([s - r.get("dev_eval_work_s", 0.0) for r in sentence for s in r["dev_eval_s"]])
+    if dev is not None:
+        out["dev_evaluation"] = max(0.0, dev)
+    return out
 
 
 def packing_figures(packing: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:

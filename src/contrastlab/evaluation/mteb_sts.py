@@ -123,9 +123,9 @@ def _sts_file_rows(root: Path, task: str) -> PairSet:
         scores = (folder / f"STS.gs.{name}.txt").read_text(encoding="utf-8").splitlines()
         for row, score in zip(rows, scores, strict=True):
             if score != "":
-                first, second = row.split("\t")[:2]
-                a.append(first)
-                b.append(second)
+                fields = row.split("\t")
+                a.append(fields[0])
+                b.append(fields[1])
                 gold.append(float(score))
     return PairSet(a, b, np.array(gold))
 
@@ -156,9 +156,10 @@ def standin_pairs(senteval_dir: str | Path, stsb_dir: str | Path | None = None) 
         )
     a, b, g = _split_rows(stsb, (5, 6, 4), header=False)
     out["STSBenchmark"] = PairSet(a, b, np.array(g))
-    files = [root / P.SPLIT_FILES["SICKRelatedness"][split] for split in ("train", "dev", "test")]
-    sick = [_split_rows(file, (1, 2, 3), header=True) for file in files]
-    a, b, g = (sum(column, []) for column in zip(*sick, strict=True))
+    a, b, g = [], [], []
+    for split in ("train", "dev", "test"):
+        rows = _split_rows(root / P.SPLIT_FILES["SICKRelatedness"][split], (1, 2, 3), header=True)
+        a, b, g = a + rows[0], b + rows[1], g + rows[2]
     out["SICK-R"] = PairSet(a, b, np.array(g))
     return out
 

@@ -93,9 +93,11 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
     if task in P.BINARY_FILES:
         dev, acc = transfer_probe.inner_kfold(lookup(data.sentences), data.labels, **probe, **kfold)
     elif task == "SST2":
-        splits = [data[split] for split in ("train", "dev", "test")]
-        arrays = [x for split in splits for x in (lookup(split.sentences), split.labels)]
-        dev, acc = transfer_probe.split_then_test(*arrays, **probe)
+        tr, dv, te = data["train"], data["dev"], data["test"]
+        train, dev_set, test = lookup(tr.sentences), lookup(dv.sentences), lookup(te.sentences)
+        dev, acc = transfer_probe.split_then_test(
+            train, tr.labels, dev_set, dv.labels, test, te.labels, **probe
+        )
     elif task in ("TREC", "MRPC"):
         tr, te = data["train"], data["test"]
         if task == "TREC":

@@ -6,8 +6,6 @@ this module keeps the rules for the kinds a config draws per experiment (``lr_sw
 
 from __future__ import annotations
 
-from itertools import groupby
-
 from contrastlab.config import Grid
 from contrastlab.papers import PAPERS, FigureSpec, paper_of
 
@@ -18,12 +16,18 @@ RECORD_FIGURES: dict[str, FigureSpec] = {name: spec for p in PAPERS for name, sp
 CELL_FIGURES = {name: spec for name, spec in RECORD_FIGURES.items() if spec.reads != "analytic"}
 
 
-#: The figures computed from the papers' formulas (no training), per paper in its record's order: one job
-#: each, since Li's Fig. 2 and 10 share one simulation.
-ANALYTIC_FIGURES = {
-    paper: list(names)
-    for paper, names in groupby([n for n, s in RECORD_FIGURES.items() if s.reads == "analytic"], paper_of)
-}
+def _analytic_figures() -> dict[str, list[str]]:
+    """Paper -> the names of its figures computed from its formulas, in its record's order."""
+    out: dict[str, list[str]] = {}
+    for name, spec in RECORD_FIGURES.items():
+        if spec.reads == "analytic":
+            out.setdefault(paper_of(name), []).append(name)
+    return out
+
+
+#: The figures computed from the papers' formulas (no training), per paper: one job each, since Li's Fig. 2
+#: and 10 share one simulation.
+ANALYTIC_FIGURES = _analytic_figures()
 
 #: The caption of each figure kind drawn per experiment of a config (lr_sweep, spectra, oar_synthetic).
 KIND_CAPTIONS = {kind: caption for p in PAPERS for kind, caption in p.figure_kinds.items()}

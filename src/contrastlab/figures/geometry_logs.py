@@ -65,15 +65,15 @@ def plot_step_panels(
         fig, axes = figure(1, len(panels), width="page" if len(panels) > 1 else "column", aspect=0.8)
         for ax, (title, spec) in zip(axes[0], panels.items(), strict=True):
             drawn = False
+            several = len(spec) > 1  # a colour per key and a dash per run, else a colour per run
             for k, (key, label) in enumerate(spec.items()):
                 for i, run in enumerate(runs):
                     curve = curves.get((key, *run))
                     if curve is None:
                         continue
                     name = " — ".join(x for x in (label, line_label(*run) if len(runs) > 1 else "") if x)
-                    several = len(spec) > 1  # a colour per key and a dash per run, else a colour per run
-                    dash = LINESTYLES[(i if several else 0) % len(LINESTYLES)]
                     name = name or line_label(*run)
+                    dash = LINESTYLES[(i if several else 0) % len(LINESTYLES)]
                     line(ax, curve, "step", "value", k if several else i, name, marker=".", linestyle=dash)
                     drawn = True
             if reference and title in reference:

@@ -122,5 +122,7 @@ def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str,
 def _position(published: Mapping[str, float], axis: str | None, values: list) -> int | None:
     if axis is None or axis not in published:
         return None
-    close = [isinstance(v, int | float) and math.isclose(v, published[axis], rel_tol=1e-9) for v in values]
-    return close.index(True) if any(close) else None
+    for i, value in enumerate(values):
+        if isinstance(value, int | float) and math.isclose(float(value), published[axis], rel_tol=1e-9):
+            return i
+    return None

@@ -185,7 +185,9 @@ def write_report(
     run = {"metrics_root": metrics_root, "grid": grid, "results_dir": results_dir, "metrics": metrics}
     blocks = report_blocks(built, report_path.parent, **run, **parts)
     # the config's names and the paths are text in both renderings, never Markdown or HTML
-    literals = literals_of(grid and grid.config, str(results_dir or ""), str(metrics_root))
+    literals = literals_of(
+        grid.config if grid is not None else None, str(results_dir or ""), str(metrics_root)
+    )
     write_text(report_path, to_markdown(blocks, literals))  # atomically (paths.atomic_write)
     write_html_report(blocks, report_path.with_suffix(".html"), literals, title=run_title(results_dir))
     return report_path

@@ -221,8 +221,11 @@ def latex_table(
         f"\\begin{{tabular}}{{{columns}}}",
         "\\toprule",
     ]
-    for row in head:  # each header row, then the rules under its spans (where it has any)
-        out += filter(None, [_row(row), _rules_under(row)])
+    for row in head:
+        out.append(_row(row))
+        rules = _rules_under(row)
+        if rules:
+            out.append(rules)
     out.append("\\midrule")
     out += [row if row in (MIDRULE, ADDLINESPACE) else _row(row) for row in body]
     out += [

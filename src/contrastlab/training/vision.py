@@ -75,8 +75,6 @@ ENCODER_FILE = "encoder.safetensors"
 SETTINGS_FILE = "settings.json"
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
-#: The settings that are :class:`~.augment.SimCLRAugment`'s keyword arguments of the same name.
-AUGMENT_KEYS = "crop_scale crop_ratio jitter jitter_p gray_p flip_p blur_p blur_sigma blur_kernel".split()
 
 
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
@@ -183,7 +181,20 @@ class VisionTrainSettings(Settings):
 
     def augment(self, size: int, mean, std) -> SimCLRAugment:
         """The training augmentation these settings describe, for images of side ``size``."""
-        return SimCLRAugment(size, mean=mean, std=std, **{key: getattr(self, key) for key in AUGMENT_KEYS})
+        return SimCLRAugment(
+            size,
+            mean=mean,
+            std=std,
+            crop_scale=self.crop_scale,
+            crop_ratio=self.crop_ratio,
+            jitter=self.jitter,
+            jitter_p=self.jitter_p,
+            gray_p=self.gray_p,
+            flip_p=self.flip_p,
+            blur_p=self.blur_p,
+            blur_sigma=self.blur_sigma,
+            blur_kernel=self.blur_kernel,
+        )
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:
