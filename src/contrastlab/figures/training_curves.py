@@ -178,8 +178,8 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
     marker per backbone, each point labelled with its loss; lower-left is "better" by both measures. The
     cells measured on another split than :data:`ALIGNMENT_SPLIT` are left out, and named."""
     markers = "osD^vP*X"
-    stale = frame[frame["split"] != ALIGNMENT_SPLIT]
-    on_dev = frame[frame["split"] == ALIGNMENT_SPLIT]
+    measured_on_dev = frame["split"] == ALIGNMENT_SPLIT
+    stale, on_dev = frame[~measured_on_dev], frame[measured_on_dev]
     with house_style():
         fig, axes = figure(1, 1, width="column", aspect=0.85)
         ax = axes[0, 0]
@@ -210,14 +210,14 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
             ax.legend(loc="best")
         if len(stale):  # one line in the figure and its job's log
-            line = (
+            left_out = (
                 f"{len(stale)} cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate"
             )
             print(
-                f"Fig. 1a: {line}:",
+                f"Fig. 1a: {left_out}:",
                 ", ".join(f"{r.backbone}/{r.method}/seed{r.seed}" for r in stale.itertuples()),
             )
-            ax.set_title(line, fontsize=5)
+            ax.set_title(left_out, fontsize=5)
         elif scatter is None:
             note(ax, "no evaluated cells yet")
         return save(fig, stem, frame)
