@@ -17,6 +17,7 @@ from contrastlab.cost import cards
 from contrastlab.cost.backbones import KNOWN_ARCHITECTURES as KNOWN_ARCHITECTURES  # benchmarks/ read it here
 from contrastlab.cost.backbones import Transformer, backbone_transformer
 from contrastlab.cost.tokens import profile_real_tokens
+from contrastlab.data.download import line_count
 from contrastlab.families import RESNETS, step_mode
 from contrastlab.precision import ACTIVATION_BYTES, ON_CUDA
 
@@ -293,8 +294,7 @@ def _corpus_sentences(grid: cl_config.Grid) -> int:
 
 @functools.cache
 def _line_count(path: str, mtime_ns: int) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for _ in handle)
+    return line_count(path)
 
 
 def senteval_tokens(grid: cl_config.Grid) -> float:
