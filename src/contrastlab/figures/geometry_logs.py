@@ -73,8 +73,8 @@ def plot_step_panels(
                         continue
                     name = " — ".join(x for x in (label, line_label(*run) if len(runs) > 1 else "") if x)
                     name = name or line_label(*run)
-                    dash = LINESTYLES[(i if several else 0) % len(LINESTYLES)]
-                    line(ax, curve, "step", "value", k if several else i, name, marker=".", linestyle=dash)
+                    dash = {"linestyle": LINESTYLES[i % len(LINESTYLES)]} if several else {}  # else line's
+                    line(ax, curve, "step", "value", k if several else i, name, marker=".", **dash)
                     drawn = True
             if reference and title in reference:
                 ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)
