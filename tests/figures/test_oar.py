@@ -87,3 +87,21 @@ def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatc
     assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1.0]
     assert list(crosses[0].get_ydata()) == [0.0]  # the bottom edge (axes units), not an accuracy of 0
     assert pd.read_csv(written[2])["n_diverged"].sum() == 1
+
+
+def test_lr_sweep_variance_stays_on_a_log_axis_when_an_encoder_diverged(tmp_path, monkeypatch):
+    """An encoder that diverged has no embedding_variance (NaN, evaluation.vision.diverged_encoder_metrics):
+    the other rates' variances still span orders of magnitude, on OAR Fig. 2's log axis."""
+    import contrastlab.figures.oar as oar_figures
+
+    rows = [("infonce", "infonce", False, lr, "embedding_variance", v, 1, int(v != v)) for lr, v in VARIANCES]
+    frame = pd.DataFrame(
+        rows, columns=["method", "loss", "oar", "value", "key", "mean", "n_seeds", "n_diverged"]
+    )
+    drawn = []
+    monkeypatch.setattr(oar_figures, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=[])
+    assert drawn[0].axes[0].get_yscale() == "log"
+
+
+VARIANCES = ((0.01, 100.0), (0.1, 0.01), (1.0, float("nan")))

@@ -106,7 +106,8 @@ def plot_lr_sweep(
                     diverged_any = True
             ax.set_xscale("log")
             if key == "embedding_variance":
-                if (part["mean"] > 0).all() and not part.empty:
+                drawn = part["mean"].dropna()  # a diverged encoder has none: a cross, not a value
+                if (drawn > 0).all() and not drawn.empty:
                     ax.set_yscale("log")  # the paper's collapse spans orders of magnitude
                 ax.set_ylabel("embedding variance")
             else:
