@@ -140,3 +140,15 @@ def test_a_dev_panel_left_empty_with_the_probe_on_names_the_dev_split_not_analys
     assert "analysis_every off" not in notes["dev L_cl (dropout views)"]
     assert "analysis_batch" in notes["dev L_cl (dropout views)"]
     assert notes["dev ℓ_align"] == "not logged"  # an eval series: analysis_every has no say in it
+
+
+def test_fig1a_legend_names_the_backbones_by_marker_in_no_score_colour(results, tmp_path, monkeypatch):
+    """Colour is STS.Avg: a backbone's legend marker drawn in its first point's score colour reads as a
+    colour per backbone, and, with one point, as a second point beside it."""
+    from contrastlab.figures import training_curves
+
+    drawn = []
+    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    plot_alignment_uniformity(alignment_uniformity_frame(results / "metrics", "nie2023"), tmp_path / "au")
+    (handle,) = drawn[0].axes[0].get_legend().legend_handles
+    assert handle.get_array() is None and len({tuple(c) for c in handle.get_facecolor()}) == 1

@@ -208,7 +208,9 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
         ax.set(xlabel="ℓ_uniform", ylabel="ℓ_align")
         if scatter is not None:
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
-            ax.legend(loc="best")
+            for handle in ax.legend(loc="best").legend_handles:  # the marker names the backbone, not a score
+                handle.set_array(None)
+                handle.set_facecolor("0.6")
         if len(stale):  # one line in the figure and its job's log
             left_out = (
                 f"{len(stale)} cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate"
