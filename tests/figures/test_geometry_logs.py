@@ -224,3 +224,17 @@ def test_fig3b_with_more_runs_than_colours_draws_each_run_apart(tmp_path, monkey
     geometry_logs.plot_step_panels(frame, tmp_path / "fig3b", {"distance gap d_ij": {"d_gap": ""}})
     looks = [(h.get_color(), h.get_linestyle()) for h in drawn[0].axes[0].get_legend().legend_handles]
     assert len(looks) == 9 and len(set(looks)) == 9
+
+
+def test_fig8a_legend_never_rounds_a_share_up_to_all(tmp_path, monkeypatch):
+    """r = 1 meets Lemma 1 for 99.6% of the anchors: the legend must not say 100% (the demo's did)."""
+    rows = [(BASE, "before training", 0.1, r, 1.0, 0.996) for r in (0.5, 1.5)]
+    frame = pd.DataFrame(rows, columns=["method", "when", "lam", "r", "density", "share_r1"])
+    drawn = []
+    monkeypatch.setattr(geometry_logs, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    geometry_logs.plot_min_ratio(frame, tmp_path / "fig8a")
+    (label,) = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
+    assert "100%" not in label and "99.6%" in label
+
+
+BASE = geometry_logs.BASELINE
