@@ -317,6 +317,27 @@ def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
     assert plotted.loc[plotted["winner"], "point"].tolist() == ["mpt~s1-lr3e-05-m0.23"]
 
 
+def test_heatmap_keeps_and_marks_a_diverged_point(tmp_path, monkeypatch):
+    """A point whose training diverged (dev None, search.record_diverged: "the figures mark it") stays in
+    the CSV and its cell says "diverged", even alone on its learning rate."""
+    from contrastlab.figures import search as search_figures
+
+    folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
+    folder.mkdir(parents=True)
+    points = [
+        {"name": f"p{lr:g}", "grid": {"lr": lr}, "around": {}, "dev": dev, "settings": {"lr": lr}}
+        for lr, dev in ((1e-5, 80.0), (1e-2, None))
+    ]
+    selection = {"backbone": "bert-base", "method": "mpt", "stage": 1, "points": points, "winner": "p1e-05"}
+    (folder / "stage1.json").write_text(json.dumps(selection))
+    drawn = []
+    monkeypatch.setattr(search_figures, "save", lambda fig, stem, data: drawn.append((fig, data)) or [])
+    search_figures.search_figure(tmp_path, "nie2023", tmp_path / "search")
+    fig, data = drawn[0]
+    assert data.set_index("point")["dev"].isna().to_dict() == {"p1e-05": False, "p0.01": True}
+    assert [t.get_text() for t in fig.axes[0].texts] == ["80.0", "diverged"]
+
+
 def test_a_diverged_point_is_passed_over(tmp_path):
     points = [S.SearchPoint("e", "b", "m", 1, i, {"lr": i}) for i in range(2)]
     good = _point_dir(tmp_path, "good", 70.0, 0.0)

@@ -30,7 +30,9 @@ def test_sweep_frame_averages_seeds_per_rate_and_plots(tmp_path):
     assert_written(written, frame)
 
 
-def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path):
+def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path, monkeypatch):
+    import contrastlab.figures.oar as oar_figures
+
     g = torch.Generator().manual_seed(0)
     labels = torch.arange(600) % 3
     anchors = torch.eye(8)[:3] * 5
@@ -45,7 +47,14 @@ def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path):
     assert list(a["labels"]) == sorted(a["labels"]) and a["affinity"].shape == (300, 300)
     same = a["labels"][:, None] == a["labels"][None, :]
     assert a["affinity"][same].mean() > 0.9 and abs(a["affinity"][~same].mean()) < 0.1
+    titles, real_save = [], oar_figures.save  # the affinity panels say how many: the demo has 360, not 1000
+    monkeypatch.setattr(
+        oar_figures,
+        "save",
+        lambda fig, *rest: titles.append(fig.axes[3].get_title()) or real_save(fig, *rest),
+    )
     written = plot_spectra({"InfoNCE": b, "OAR-InfoNCE": a}, tmp_path / "fig3")
+    assert "300 test images" in titles[0]
     assert_nontrivial_png(written[0])
     numbers = pd.read_csv(written[2])
     assert set(numbers["encoder"]) == {"InfoNCE", "OAR-InfoNCE"} and len(numbers) == 16
@@ -87,3 +96,21 @@ def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatc
     assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1.0]
     assert list(crosses[0].get_ydata()) == [0.0]  # the bottom edge (axes units), not an accuracy of 0
     assert pd.read_csv(written[2])["n_diverged"].sum() == 1
+
+
+def test_lr_sweep_variance_stays_on_a_log_axis_when_an_encoder_diverged(tmp_path, monkeypatch):
+    """An encoder that diverged has no embedding_variance (NaN, evaluation.vision.diverged_encoder_metrics):
+    the other rates' variances still span orders of magnitude, on OAR Fig. 2's log axis."""
+    import contrastlab.figures.oar as oar_figures
+
+    rows = [("infonce", "infonce", False, lr, "embedding_variance", v, 1, int(v != v)) for lr, v in VARIANCES]
+    frame = pd.DataFrame(
+        rows, columns=["method", "loss", "oar", "value", "key", "mean", "n_seeds", "n_diverged"]
+    )
+    drawn = []
+    monkeypatch.setattr(oar_figures, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=[])
+    assert drawn[0].axes[0].get_yscale() == "log"
+
+
+VARIANCES = ((0.01, 100.0), (0.1, 0.01), (1.0, float("nan")))

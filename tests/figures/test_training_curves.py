@@ -96,3 +96,59 @@ def test_paper_figures_read_configured_cells_never_search_points(tmp_path):
         path.parent.mkdir(parents=True)
         path.write_text("")
     assert [method for _, method, _, _ in cell_files(tmp_path, "nie2023", "train_log.jsonl")] == ["cl", "mpt"]
+
+
+CURVE_COLUMNS = ["backbone", "method", "seed", "step", "series", "value"]
+
+
+def _drawn_curves(frame, tmp_path, monkeypatch):
+    from contrastlab.figures import training_curves
+
+    drawn = []
+    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    training_curves.plot_training_curves(frame, tmp_path / "c")
+    return drawn[0]
+
+
+def test_more_runs_than_colours_still_draw_each_run_apart(tmp_path, monkeypatch):
+    """Nie's grid has 28 runs (4 backbones x 7 losses), the palette 8 colours: a run past the eighth
+    takes another line style, so no two legend entries look alike."""
+    import pandas as pd
+
+    rows = [
+        ("bert-base", f"m{i}", 42, step, "training loss (batch)", float(i + step))
+        for i in range(9)
+        for step in (1, 2)
+    ]
+    fig = _drawn_curves(pd.DataFrame(rows, columns=CURVE_COLUMNS), tmp_path, monkeypatch)
+    looks = [(h.get_color(), h.get_linestyle()) for h in fig.legends[0].legend_handles]
+    assert len(looks) == 9 and len(set(looks)) == 9
+
+
+def test_a_dev_panel_left_empty_with_the_probe_on_names_the_dev_split_not_analysis_every(
+    tmp_path, monkeypatch
+):
+    """The demo logs the training probe (analysis_every on) but its STS-B dev fixture has fewer sentences
+    than one analysis_batch, so no dev L_cl: its panel must not blame analysis_every."""
+    import pandas as pd
+
+    rows = [
+        ("tiny-bert", "cl", 42, 0, series, 1.0) for series in ("training loss (batch)", "train L_cl (probe)")
+    ]
+    fig = _drawn_curves(pd.DataFrame(rows, columns=CURVE_COLUMNS), tmp_path, monkeypatch)
+    notes = {ax.get_title(): " ".join(t.get_text() for t in ax.texts) for ax in fig.axes}
+    assert "analysis_every off" not in notes["dev L_cl (dropout views)"]
+    assert "analysis_batch" in notes["dev L_cl (dropout views)"]
+    assert notes["dev ℓ_align"] == "not logged"  # an eval series: analysis_every has no say in it
+
+
+def test_fig1a_legend_names_the_backbones_by_marker_in_no_score_colour(results, tmp_path, monkeypatch):
+    """Colour is STS.Avg: a backbone's legend marker drawn in its first point's score colour reads as a
+    colour per backbone, and, with one point, as a second point beside it."""
+    from contrastlab.figures import training_curves
+
+    drawn = []
+    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    plot_alignment_uniformity(alignment_uniformity_frame(results / "metrics", "nie2023"), tmp_path / "au")
+    (handle,) = drawn[0].axes[0].get_legend().legend_handles
+    assert handle.get_array() is None and len({tuple(c) for c in handle.get_facecolor()}) == 1

@@ -73,8 +73,8 @@ def plot_step_panels(
                         continue
                     name = " — ".join(x for x in (label, line_label(*run) if len(runs) > 1 else "") if x)
                     name = name or line_label(*run)
-                    dash = LINESTYLES[(i if several else 0) % len(LINESTYLES)]
-                    line(ax, curve, "step", "value", k if several else i, name, marker=".", linestyle=dash)
+                    dash = {"linestyle": LINESTYLES[i % len(LINESTYLES)]} if several else {}  # else line's
+                    line(ax, curve, "step", "value", k if several else i, name, marker=".", **dash)
                     drawn = True
             if reference and title in reference:
                 ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)
@@ -135,9 +135,8 @@ def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         for ax, when in zip(axes[0], ("before training", "after training"), strict=True):
             curves = mean[mean["when"] == when]
             for i, (lam, curve) in enumerate(curves.groupby("lam")):
-                line(
-                    ax, curve, "r", "density", i, f"λ = {lam:g} (r = 1 meets {curve['share_r1'].iloc[0]:.0%})"
-                )
+                meets = 1000 * curve["share_r1"].iloc[0] // 1 / 10  # rounded down: 99.96% is not all
+                line(ax, curve, "r", "density", i, f"λ = {lam:g} (r = 1 meets {meets:g}%)")
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
             ax.set(title=when, xlabel="least ratio r meeting Lemma 1")
             _legend_or_empty(ax, curves.empty, fontsize="small")

@@ -3,7 +3,8 @@
 - Fig. 2 (and Appendix Fig. 4): FFN fine-tuning accuracy and the total variance of the embeddings
   across the learning-rate sweep, each loss without OAR (solid) and with it (dotted). Read from the
   sweep cells' metrics (``vision.json``: ``ffn<P>_top1``, ``embedding_variance``).
-- Fig. 3: singular values (normalised) and the cosine affinity matrix of 1000 test embeddings,
+- Fig. 3: singular values (normalised) and the cosine affinity matrix of 1000 test embeddings (fewer
+  where the test split is smaller: the demo's digits have 360; the panels say how many),
   InfoNCE vs OAR-InfoNCE, with the effective rank at 95% energy in the titles.
 
 [0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §5.1, Fig. 2-4.
@@ -106,7 +107,8 @@ def plot_lr_sweep(
                     diverged_any = True
             ax.set_xscale("log")
             if key == "embedding_variance":
-                if (part["mean"] > 0).all() and not part.empty:
+                drawn = part["mean"].dropna()  # a diverged encoder has none: a cross, not a value
+                if (drawn > 0).all() and not drawn.empty:
                     ax.set_yscale("log")  # the paper's collapse spans orders of magnitude
                 ax.set_ylabel("embedding variance")
             else:
@@ -185,7 +187,7 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
             ax.set(xlabel="index", ylabel="σ / σ₁")
             matrix = axes[1, col]
             image = matrix.imshow(s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest")
-            matrix.set_title("cosine affinity (sorted by class)")
+            matrix.set_title(f"cosine affinity, {len(s['affinity'])} test images (sorted by class)")
             _bare(matrix)
             rows += [(name, i + 1, float(v), s["effective_rank"]) for i, v in enumerate(sv)]
         if image is not None:

@@ -97,6 +97,8 @@ def plot_paradigm(frame: pd.DataFrame, stem: str | Path, title: str) -> list[Pat
             shown = frame[column].where(frame["gd"] >= GD_THRESHOLD) if column != "gd" else frame[column]
             finite = shown.to_numpy()[np.isfinite(shown.to_numpy())]
             vmin, vmax = limits or ((finite.min(), finite.max()) if finite.size else (0.0, 1.0))
+            if np.isclose(vmin, vmax, rtol=1e-6):  # a static R (1 up to autograd's noise): one colour
+                vmin, vmax = vmin - 0.5, vmax + 0.5
             grid = frame.assign(shown=shown)
             mesh = heatmap(ax, grid, "shown", index="mu_pos", columns="mu_neg", vmin=vmin, vmax=vmax)
             ax.set(title=label, xlabel=r"$\mu_{\mathrm{neg}}$ (rad)", ylabel=r"$\mu_{\mathrm{pos}}$ (rad)")

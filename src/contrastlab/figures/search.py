@@ -2,7 +2,8 @@
 
 One panel per searched (backbone, method) and stage. Two axes: a heatmap (the axes in alphabetical
 order: the first down, the second across); one axis: a single column; more axes: the first two, each
-cell the best dev score over the others (the title says so). The selected point has a white box;
+cell the best dev score over the others (the title says so); a point whose training diverged, "diverged"
+(no score). The selected point has a white box;
 the published point (Nie Table 2, Li Tables 6–7, :func:`contrastlab.tables.search.published_hparams`),
 where it lies on the panel's grid, a black circle. The CSV holds every point's settings on the
 searched axes and its dev score.
@@ -70,8 +71,8 @@ def search_figure(results_dir: str | Path, experiment: str, stem: str | Path) ->
 
 def _by_point(frame: pd.DataFrame, cells: list[str]) -> pd.DataFrame:
     """One row per point of :func:`selection_frame`'s ``frame`` (keyed by ``cells``), a column per axis."""
-    index = [*cells, "point", "dev", "winner"]
-    return frame.pivot_table(index=index, columns="axis", values="value", aggfunc="first").reset_index()
+    index = [*cells, "point", "dev", "winner", "axis"]  # dropna=False: a diverged point has no dev
+    return frame.groupby(index, dropna=False)["value"].first().unstack("axis").reset_index()
 
 
 def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str, stage: int) -> None:
@@ -82,11 +83,13 @@ def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str,
     row_values = sorted(wide[rows_axis].unique())
     col_values = sorted(wide[cols_axis].unique()) if cols_axis else [None]
     grid = np.full((len(row_values), len(col_values)), np.nan)
+    trained = np.zeros(grid.shape, dtype=bool)  # a cell with a point, scored or diverged
     for record in wide.to_dict("records"):
         i = row_values.index(record[rows_axis])
         j = col_values.index(record[cols_axis]) if cols_axis else 0
         dev = record["dev"] if isinstance(record["dev"], float | int) else np.nan
         grid[i, j] = dev if np.isnan(grid[i, j]) else max(grid[i, j], dev)
+        trained[i, j] = True
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
     ax.grid(False)
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label="dev Spearman")
@@ -94,6 +97,8 @@ def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str,
         for j in range(len(col_values)):
             if not np.isnan(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=7, color="white")
+            elif trained[i, j]:  # search.record_diverged: no dev score
+                ax.text(j, i, "diverged", ha="center", va="center", fontsize=7)
     ax.set_yticks(range(len(row_values)), [_tick(v) for v in row_values])
     ax.set_ylabel(_label(rows_axis))
     if cols_axis:

@@ -106,7 +106,9 @@ def pi_ticks(axis, values: Sequence[tuple[float, str]]) -> None:
 
 
 def line(ax, curve, x: str, y: str, i: int, label: str, **plot_kw) -> None:
-    """``curve[y]`` against ``curve[x]`` on ``ax`` in the palette's ``i``-th colour (cycling)."""
+    """``curve[y]`` against ``curve[x]`` on ``ax`` in the palette's ``i``-th colour (cycling) and, unless
+    ``linestyle`` is given, the ``i // len(PALETTE)``-th line style: no two of 32 lines look alike."""
+    plot_kw.setdefault("linestyle", LINESTYLES[i // len(PALETTE) % len(LINESTYLES)])
     ax.plot(curve[x], curve[y], color=PALETTE[i % len(PALETTE)], label=label, **plot_kw)
 
 

@@ -208,7 +208,9 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
         ax.set(xlabel="ℓ_uniform", ylabel="ℓ_align")
         if scatter is not None:
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
-            ax.legend(loc="best")
+            for handle in ax.legend(loc="best").legend_handles:  # the marker names the backbone, not a score
+                handle.set_array(None)
+                handle.set_facecolor("0.6")
         if len(stale):  # one line in the figure and its job's log
             left_out = (
                 f"{len(stale)} cell(s) left out, measured on STS-B test: rerun them with --forcerun evaluate"
@@ -226,20 +228,22 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
 def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Nie Fig. 1b-d: the :data:`CURVE_SERIES` against the training step, the training side above and
     the dev side below; one line per (backbone, loss), the mean over seeds. Panels whose series was not
-    logged (the probe's, with ``analysis_every`` off) say so."""
-    series = list(CURVE_SERIES.values())
+    logged say so, and why where a setting decides: the probe's with ``analysis_every`` off, the dev
+    L_cl with a dev split of fewer unique sentences than one ``analysis_batch`` (the demo's fixture)."""
     mean = frame.groupby(["backbone", "method", "series", "step"], as_index=False)["value"].mean()
     runs = list(dict.fromkeys(zip(mean["backbone"], mean["method"], strict=True)))
+    probed = CURVE_SERIES[("geometry", "l_cl")] in set(mean["series"])  # the training probe ran
     with house_style():
         fig, axes = figure(2, 4, width="page", aspect=0.8, sharex=True)
-        for ax, label in zip(axes.flat, series, strict=True):
+        for ax, ((event, _), label) in zip(axes.flat, CURVE_SERIES.items(), strict=True):
             part = mean[mean["series"] == label]
             for (backbone, method), curve in part.groupby(["backbone", "method"], sort=False):
                 name = f"{method} ({backbone})"
                 line(ax, curve, "step", "value", runs.index((backbone, method)), name, marker=".")
             ax.set_title(label, fontsize="medium")
-            if part.empty:
-                note(ax, "not logged\n(analysis_every off)")
+            if part.empty:  # why, where the settings decide: the probe's, or the dev split's size
+                why = "dev split under one\nanalysis_batch" if probed else "analysis_every off"
+                note(ax, "not logged" + (f"\n({why})" if event == "geometry" else ""))
         for ax in axes[-1]:
             ax.set_xlabel("training step")
         handles, names = axes[0, 0].get_legend_handles_labels()
