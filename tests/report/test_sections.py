@@ -193,3 +193,12 @@ def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(unr
     # the backbone a toy stands in for is named only where the table has it (MACL's Table 3: RoBERTa)
     macl3 = report.split("#### Huang et al. 2023 (MACL), Table 3", 1)[1].split("\n####", 1)[0]
     assert "| tiny-bert |" in macl3 and "for BERT-base" not in macl3
+
+
+def test_a_stand_in_setting_that_differs_from_the_number_shown_is_marked_and_counted(unrun_demo):
+    """Beside BERT-base's published settings, tiny-bert's batch 16 and rate 3e-5 carry the legend's ≠, and
+    the summary counts them (it said "0 match, 0 differ" under a grid showing 16 against 128)."""
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
+    grid = report.split("#### Li et al. 2024, Table 6: hyperparameters, BERT-base\n\n", 1)[1].split("\n\n")[0]
+    assert "|  |  | config | 16 ≠ | 3e-5 ≠ | 0.30 | 5e-2 | 1.75 |" in grid.splitlines()
+    assert "config vs paper: 3 match, 2 differ" in report

@@ -261,6 +261,16 @@ def param_value(settings: Mapping[str, Any], explicit_hp: Mapping[str, Any], par
     return None, False
 
 
+def param_status(value: Any, published: float) -> str:
+    """A configured setting against the paper's: "not in paper", "unset", "match" or "differs"."""
+    if math.isnan(published):
+        return "not in paper"
+    if value is None:
+        return "unset"
+    same = isinstance(value, int | float) and math.isclose(float(value), published, rel_tol=1e-9)
+    return "match" if same else "differs"
+
+
 def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
     values, defaults, statuses = [], [], []
     for rec in table.itertuples():
@@ -274,16 +284,7 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
             value, is_default = param_value(settings, explicit, rec.key)
         values.append(value)
         defaults.append(is_default)
-        if settings is None:
-            statuses.append(STATUS_NOT_CONFIGURED)
-        elif math.isnan(rec.published):
-            statuses.append("not in paper")
-        elif value is None:
-            statuses.append("unset")
-        elif isinstance(value, int | float) and math.isclose(float(value), rec.published, rel_tol=1e-9):
-            statuses.append("match")
-        else:
-            statuses.append("differs")
+        statuses.append(STATUS_NOT_CONFIGURED if settings is None else param_status(value, rec.published))
     cells = table.copy()
     cells["config"] = pd.Series(values, index=cells.index, dtype=object)
     cells["config_is_default"] = defaults
