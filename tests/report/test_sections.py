@@ -182,6 +182,9 @@ def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(unr
     mpt = next(line for line in grid.splitlines() if line.startswith("| L_mpt | paper |"))
     # BERT-base's 77.25 / 87.56 and RoBERTa-base's 76.42 / 85.10, again under the stand-ins
     assert mpt.endswith("| 77.25 | 87.56 | n/a | 76.42 | 85.10 | n/a |"), mpt
+    # and its footnote mark: Li Table 5's "n/a*" (MHS has no W step), under tiny-bert as under BERT-base
+    li5 = report.split("| tiny-bert, for BERT-base | L^a + nu L^u,MHE |", 1)[1].split("\n\n", 1)[0]
+    assert "|  | L^a + nu L^u,MHS | paper | 72.73 | 77.40 | n/a* | 78.27 |" in li5
     own = (unrun_demo / "tables" / "nie2023_table1.md").read_text(encoding="utf-8")
     assert "| tiny-bert STS.Avg |" in own and "tiny-bert, for BERT-base" not in own  # its legend names it:
     assert "tiny-bert for BERT-base, minilm for RoBERTa-base" in own

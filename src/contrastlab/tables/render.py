@@ -208,7 +208,7 @@ def stand_in_cells(table: Table) -> pd.DataFrame:
     if not c["backbone"].isin(list(stand_ins)).any():
         return c
     c = c.copy()
-    numbers = [col for col in ("published", "published_improvement") if col in c]
+    numbers = [col for col in ("published", "published_improvement", "mark") if col in c]
     own = {(r.backbone, r.method, r.key): [getattr(r, n) for n in numbers] for r in c.itertuples()}
     for i, rec in c[c["backbone"].isin(list(stand_ins))].iterrows():
         paper = stand_ins[rec["backbone"]]
