@@ -585,6 +585,7 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
     one = metrics({("tiny-bert", "simcse"): [76.0], ("tiny-bert", "macl"): [77.0]}).assign(seed=45)
     result = evaluate_claim(claim("macl-sts-avg"), one, grid)
     assert result.verdict == UNDECIDED and result.seeds_needed is None and MIN_SEEDS == 3
+    assert numbers_text(result) == "tiny-bert, for bert-base: macl − simcse = +1.00 ± ?"  # whose numbers
     plan = seed_plan([result], grid)
     assert plan == [
         dict(

@@ -182,6 +182,9 @@ def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(unr
     mpt = next(line for line in grid.splitlines() if line.startswith("| L_mpt | paper |"))
     # BERT-base's 77.25 / 87.56 and RoBERTa-base's 76.42 / 85.10, again under the stand-ins
     assert mpt.endswith("| 77.25 | 87.56 | n/a | 76.42 | 85.10 | n/a |"), mpt
+    # and its footnote mark: Li Table 5's "n/a*" (MHS has no W step), under tiny-bert as under BERT-base
+    li5 = report.split("| tiny-bert, for BERT-base | L^a + nu L^u,MHE |", 1)[1].split("\n\n", 1)[0]
+    assert "|  | L^a + nu L^u,MHS | paper | 72.73 | 77.40 | n/a* | 78.27 |" in li5
     own = (unrun_demo / "tables" / "nie2023_table1.md").read_text(encoding="utf-8")
     assert "| tiny-bert STS.Avg |" in own and "tiny-bert, for BERT-base" not in own  # its legend names it:
     assert "tiny-bert for BERT-base, minilm for RoBERTa-base" in own
@@ -193,3 +196,12 @@ def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(unr
     # the backbone a toy stands in for is named only where the table has it (MACL's Table 3: RoBERTa)
     macl3 = report.split("#### Huang et al. 2023 (MACL), Table 3", 1)[1].split("\n####", 1)[0]
     assert "| tiny-bert |" in macl3 and "for BERT-base" not in macl3
+
+
+def test_a_stand_in_setting_that_differs_from_the_number_shown_is_marked_and_counted(unrun_demo):
+    """Beside BERT-base's published settings, tiny-bert's batch 16 and rate 3e-5 carry the legend's ≠, and
+    the summary counts them (it said "0 match, 0 differ" under a grid showing 16 against 128)."""
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
+    grid = report.split("#### Li et al. 2024, Table 6: hyperparameters, BERT-base\n\n", 1)[1].split("\n\n")[0]
+    assert "|  |  | config | 16 ≠ | 3e-5 ≠ | 0.30 | 5e-2 | 1.75 |" in grid.splitlines()
+    assert "config vs paper: 3 match, 2 differ" in report

@@ -46,6 +46,11 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     assert "joint or staged not stated" in rows["search: stages"]["paper"]
     assert rows["search: stages"]["ours"].startswith("2 stages")
     assert "the published ones in 28 of 28 searches" in rows["search: stage 1 anchor"]["ours"]
+    # the demo's one search is on tiny-bert, which has no published settings: not "the published ones"
+    demo = {
+        d["setting"]: d for d in search_rows(Grid(cl_config.load(REPO_ROOT / "config/demo.yaml")), "nie2023")
+    }
+    assert "0 of 0 searches (1 more on a backbone with no" in demo["search: stage 1 anchor"]["ours"]
     assert off_grid_values(cl_config.Grid(full), "nie2023") == [
         ("au", "hp.lam", 0.2, ["roberta-base"]),
         ("au", "hp.lam", 0.4, ["roberta-large"]),

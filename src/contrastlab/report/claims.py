@@ -214,6 +214,8 @@ def evaluate_claim(
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
         parts, pending = contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
     _holm_and_seeds(parts, pending, level, claim.get("at_least", 0))
+    for p in parts:  # whose cells the numbers are: a toy's where the config lacks the paper's backbone
+        p.stand_in = "" if p.backbone in (experiment.get("backbones") or []) else ours_for.get(p.backbone, "")
     return ClaimResult(claim, _claim_verdict(claim, parts), parts)
 
 
@@ -271,7 +273,8 @@ def numbers_text(result: ClaimResult) -> str:
     for p in result.parts:
         if p.status == NOT_RUN:
             continue
-        where = f"{p.backbone} {p.task}" if several else p.backbone
+        where = f"{p.stand_in}, for {p.backbone}" if p.stand_in else p.backbone
+        where += f" {p.task}" if several else ""
         if not p.trend and not any(p.terms.values()):  # both sides resolved to one cell (best = largest)
             texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
             continue

@@ -46,6 +46,7 @@ class PartResult:
     task: str = ""
     trend: str = ""  # a trend part (relation "trend"): what its diff is, e.g. "slope of mpt over m"
     rho: float = math.nan  # a trend part: Spearman's ρ of the point means (a description)
+    stand_in: str = ""  # the toy backbone whose cells stand for ``backbone`` (tables.verdict_stand_ins)
 
 
 def decide(delta: float, width: float) -> str:

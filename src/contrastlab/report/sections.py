@@ -54,7 +54,7 @@ from contrastlab.tables.assemble import STATUS_FAILED, STATUS_NOT_CONFIGURED, ST
 from contrastlab.tables.deviations import COLUMNS as DEVIATION_COLUMNS
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import collect_metrics
-from contrastlab.tables.render import fmt_score, grid_rows
+from contrastlab.tables.render import fmt_score, grid_rows, stand_in_cells
 from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
 
 #: Verdict counts in the summary table: the run cells with a seed-noise verdict (tables.verdicts; a toy
@@ -69,7 +69,7 @@ def summarize(table: assemble.Table) -> dict[str, str]:
     """Counts and mean/max |Δ| of one table, as display strings: "Δ cells" (the note) are run cells with a
     published number for their own backbone; "verdicts" are run cells with a seed-noise verdict, a toy
     backbone judged against its stand-in's number included."""
-    c = table.cells
+    c = stand_in_cells(table) if table.spec.kind == "hparams" else table.cells  # settings as the grid shows
     counts = c["status"].value_counts()
     if table.spec.kind == "hparams":
         return {

@@ -24,6 +24,7 @@ from contrastlab.tables.assemble import (
     STATUS_NOT_RUN,
     STATUS_PARTIAL,
     Table,
+    param_status,
 )
 from contrastlab.tables.deviations import deviation_table
 from contrastlab.tables.latex import ADDLINESPACE, MIDRULE, Span, latex_table
@@ -200,14 +201,14 @@ def to_csv(table: Table) -> str:
 def stand_in_cells(table: Table) -> pd.DataFrame:
     """``table.cells`` with each toy backbone labelled with the paper backbone it stands in for ("tiny-bert,
     for BERT-base") and, where the paper has it, that backbone's number as its published one, so its Δ (†)
-    reads as what it is. The CSV keeps "n/a"."""
+    (a setting: its ≠) reads as what it is. The CSV keeps "n/a"."""
     c = table.cells
     # only where the table has the backbone stood in for (MACL's RoBERTa Table 3 names no BERT-base)
     stand_ins = {toy: paper for toy, paper in table.stand_ins.items() if (c["backbone"] == paper).any()}
     if not c["backbone"].isin(list(stand_ins)).any():
         return c
     c = c.copy()
-    numbers = [col for col in ("published", "published_improvement") if col in c]
+    numbers = [col for col in ("published", "published_improvement", "mark") if col in c]
     own = {(r.backbone, r.method, r.key): [getattr(r, n) for n in numbers] for r in c.itertuples()}
     for i, rec in c[c["backbone"].isin(list(stand_ins))].iterrows():
         paper = stand_ins[rec["backbone"]]
@@ -219,6 +220,8 @@ def stand_in_cells(table: Table) -> pd.DataFrame:
         if stood_for is not None and _nan(rec["published"]):
             for name, value in zip(numbers, stood_for, strict=True):
                 c.at[i, name] = value
+            if table.spec.kind == "hparams" and rec["status"] != STATUS_NOT_CONFIGURED:  # ≠ against it
+                c.at[i, "status"] = param_status(rec["config"], c.at[i, "published"])
     return c
 
 
