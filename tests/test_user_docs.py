@@ -80,3 +80,17 @@ def test_every_relative_link_of_the_readme_and_docs_reaches_a_file_of_the_checko
             if name.rstrip("/") not in tracked:
                 broken.append(f"{page}: {link}")
     assert broken == []
+
+
+def test_the_demo_section_sizes_oar_synthetic_study_as_the_presets_do():
+    """docs/reproduction.md's demo states the synthetic study's seeds as config/demo.yaml and config.yaml
+    set them (the demo once ran it at the full run's size)."""
+    from contrastlab.training.synthetic import SyntheticSettings
+
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")["oar_synthetic"]
+    full = SyntheticSettings(**cl_config.load(REPO_ROOT / "config.yaml")["oar_synthetic"])
+    text = (REPO_ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    section = " ".join(text.split("### The demo")[1].split("\n## ")[0].split())
+    assert f"{demo['seeds']} seeds" in section and f"{full.seeds} seeds" in section
+    same = demo["seeds"] == full.seeds and bool(demo["sweep"])
+    assert ("same size as in the full run" in section) == same
