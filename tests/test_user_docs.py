@@ -1,12 +1,16 @@
 """The documents a user reads speak of the project a clone has: every relative link reaches a file of the
 checkout, and the user-facing pages name no path of the development machines."""
 
+import inspect
+import pkgutil
 import re
 import subprocess
+import sys
 from pathlib import PurePosixPath
 
 import pytest
 
+import contrastlab
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
 
@@ -80,3 +84,51 @@ def test_every_relative_link_of_the_readme_and_docs_reaches_a_file_of_the_checko
             if name.rstrip("/") not in tracked:
                 broken.append(f"{page}: {link}")
     assert broken == []
+
+
+def test_the_demo_section_sizes_oar_synthetic_study_as_the_presets_do():
+    """docs/reproduction.md's demo states the synthetic study's seeds as config/demo.yaml and config.yaml
+    set them (the demo once ran it at the full run's size)."""
+    from contrastlab.training.synthetic import SyntheticSettings
+
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")["oar_synthetic"]
+    full = SyntheticSettings(**cl_config.load(REPO_ROOT / "config.yaml")["oar_synthetic"])
+    text = (REPO_ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    section = " ".join(text.split("### The demo")[1].split("\n## ")[0].split())
+    assert f"{demo['seeds']} seeds" in section and f"{full.seeds} seeds" in section
+    same = demo["seeds"] == full.seeds and bool(demo["sweep"])
+    assert ("same size as in the full run" in section) == same
+
+
+def test_every_module_a_page_names_is_where_it_says():
+    """`contrastlab.a.b`, a `.c` beside it (`contrastlab.a.c`) and `room.module.name` name a module of the
+    package, or a name it defines or exports (its __all__)."""
+    rooms, wrong = {m.name for m in pkgutil.iter_modules(contrastlab.__path__)}, []
+    for page in USER_REFERENCE:
+        text, last = (REPO_ROOT / page).read_text(encoding="utf-8"), (0, "")
+        for match in re.finditer(r"`(\.?[A-Za-z_][\w.]*\w)", text):
+            name, full = match.group(1), None
+            if name.startswith("contrastlab."):
+                full, last = name, (match.end(), name)
+            elif name.startswith(".") and last[1] and match.start() - last[0] < 10:
+                full = last[1].rsplit(".", 1)[0] + name
+            elif name.split(".")[0] in rooms and name.count(".") >= 2 and not name.endswith(".json"):
+                full = f"contrastlab.{name}"
+            try:
+                obj = full and pkgutil.resolve_name(full)
+            except (ImportError, AttributeError) as error:
+                wrong.append(f"{page}: {name} ({error})")
+                continue
+            owner, _, short = (full or "").rpartition(".")
+            exported = getattr(sys.modules.get(owner), "__all__", None)
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and exported is not None:
+                if obj.__module__ != owner and short not in exported:
+                    wrong.append(f"{page}: {name} (defined in {obj.__module__})")
+    assert wrong == []
+
+
+def test_the_readme_says_where_pre_commit_comes_from():
+    """`pre-commit install`, which the README offers, finds no pre-commit in .venv: make install has none."""
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    lock = (REPO_ROOT / "requirements.lock").read_text(encoding="utf-8")
+    assert "\npre-commit==" in lock or "pip install pre-commit" in readme

@@ -52,6 +52,12 @@ def test_each_stage_runs_its_preset_into_the_preset_results_dir_and_versions_its
     assert dvc_yaml["metrics"] == [SUMMARY_DIR] and dvc_yaml["plots"] == [PLOTS_DIR]
 
 
+def test_docs_reproduction_lists_every_output_a_stage_versions():
+    text = " ".join((REPO_ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8").split())
+    listed = text.split("Its outputs are:")[1].split("summary/<preset>.json")[0]
+    assert [name for name in RESULTS_OUTPUTS if f"`{name}" not in listed] == []
+
+
 def test_a_config_without_a_stage_is_named_with_the_ones_that_have_one():
     with pytest.raises(VersioningError, match=r"config.yaml has no stage in dvc.yaml \(presets with one: "):
         stage_for("config.yaml", REPO_ROOT)

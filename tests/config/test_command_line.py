@@ -210,6 +210,13 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
     assert line == f"contrastlab: config file {missing} does not exist; {FIX}"
 
 
+def test_docs_reproduction_quotes_the_one_line_a_missing_config_file_gets():
+    """docs/reproduction.md once said Snakemake answers it with a traceback no check of ours could precede."""
+    text = " ".join((REPO_ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8").split())
+    line = configfile_problem(["--configfile", "<file>"])
+    assert f"contrastlab: {line.split(';')[0]};" in text and "FileNotFoundError" not in text
+
+
 @pytest.mark.fault(
     "a SLURM profile whose config.yaml holds `group-components: {senteval_probes: 0}` (or `abc`) (J1)",
     "one contrastlab: line naming the profile file, the entry and the fix (Snakemake: a traceback)",

@@ -98,3 +98,13 @@ def test_the_pages_python_block_is_a_loss_file_as_it_stands(tmp_path):
     module = tmp_path / "mine.py"
     module.write_text(block, encoding="utf-8")
     check_user_loss(f"{module}:margin_infonce", {"tau": 0.05, "m": 0.1})
+
+
+def test_the_page_sizes_the_end_to_end_test_as_it_runs(tmp_path):
+    """The page's last paragraph says how long tests/e2e/test_user_loss.py trains each protocol."""
+    from tests.e2e.test_user_loss import demo_with_user_loss
+
+    config = demo_with_user_loss(tmp_path, "examples/margin_infonce.py:margin_infonce")
+    sentence, image = config["training"], config["experiments"]["macl_cifar10"]["training"]
+    text = " ".join((REPO_ROOT / "docs" / "own-loss.md").read_text(encoding="utf-8").split())
+    assert f"{sentence['max_steps']} steps and {image['max_steps']} image steps" in text

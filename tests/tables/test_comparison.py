@@ -90,3 +90,12 @@ def test_the_comparison_table_prints_above_and_below_against_the_users_loss(marg
     assert table.loc["au", column] == "within noise"  # 76 − 78 = −2
     assert table.loc["mpt", column] == "—" and table.loc["margin_nce", column] == ""
     assert table.loc["cl", "STS.Avg"] == "81.00 ± 1.00 (n=3)"
+
+
+def test_a_failed_cell_says_failed_in_the_comparison_table(margin_loss_config):
+    """A cell whose training failed (its failed.json: metrics.collect_failures) reads "failed", as in the
+    paper tables (docs/reproduction.md), not "not run"."""
+    frame = metrics([("nie2023", "bert-base", "cl", 42, "sts_avg", 75.0)])
+    failed = {("nie2023", "bert-base", "margin_nce")}
+    table = build_comparison(Grid(margin_loss_config), frame, "nie2023", failed).set_index("method")
+    assert table.loc["margin_nce", "STS.Avg"] == "failed" and table.loc["mpt", "STS.Avg"] == "not run"

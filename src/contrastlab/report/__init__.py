@@ -59,7 +59,7 @@ def build_report(
     built = _write_tables(names, grid, metrics, failures, out_dir)
     written: list[Path] = [path for _, paths in built for path in paths.values()]
     side_paths, compare_blocks, search_blocks, bridge = _write_beside_tables(
-        results, grid, metrics, out_dir, comparisons, search_names
+        results, grid, metrics, failures, out_dir, comparisons, search_names
     )
     report = write_report(
         built,
@@ -78,7 +78,13 @@ def build_report(
 
 
 def _write_beside_tables(
-    results: Results, grid: Grid, metrics, out_dir: Path, comparisons: list[str], search_names: list[str]
+    results: Results,
+    grid: Grid,
+    metrics,
+    failures: set[tuple[str, str, str]],
+    out_dir: Path,
+    comparisons: list[str],
+    search_names: list[str],
 ) -> tuple[list[Path], list, dict[str, list], list]:
     """What :func:`build_report` writes beside the paper tables: the scores and the claims' verdicts as
     data, the comparison tables of the user's losses, the searches' selections and the SentEval-MTEB
@@ -94,7 +100,7 @@ def _write_beside_tables(
         write_scores(metrics, grid, results.root, out_dir),
         write_claims(evaluate_claims(metrics, grid), out_dir),
     ]
-    compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons)
+    compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons, failures)
     search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
     bridge_paths = write_bridge_table(results, out_dir)  # when rule mteb ran (mteb.enabled)
     bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper

@@ -11,7 +11,7 @@ score of every protocol side by side, with each method's rank per protocol.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,9 +105,12 @@ def _fmt(values: list[float]) -> str:
     return f"{mean:.2f} ± {std:.2f} (n={len(values)})"
 
 
-def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.DataFrame:
+def build_comparison(
+    grid: Grid, metrics: pd.DataFrame, experiment: str, failures: Collection[tuple[str, str, str]] = ()
+) -> pd.DataFrame:
     """One row per (backbone, method) of ``experiment`` (sweep points included): loss, per headline
-    score ours (mean ± std (n)), published, and the verdict against the (first) user loss."""
+    score ours (mean ± std (n); "failed" for a cell of ``failures`` with none), published, and the verdict
+    against the (first) user loss."""
     import pandas as pd
 
     exp = grid.experiment(experiment).spec
@@ -139,7 +142,7 @@ def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.D
         }
         for key, label in heads.items():
             own = scores(backbone, method, key)
-            row[label] = _fmt(own)
+            row[label] = "failed" if not own and (experiment, backbone, method) in failures else _fmt(own)
             pub = published.get((backbone, method, key))
             row[f"{label} published"] = f"{float(pub):.2f}" if pub is not None else "n/a"
             if reference or user_point is None:
@@ -181,7 +184,11 @@ def _table(frame: pd.DataFrame) -> Table:
 
 
 def write_comparisons(
-    grid: Grid, metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
+    grid: Grid,
+    metrics: pd.DataFrame,
+    out_dir: str | Path,
+    names: Sequence[str] | None = None,
+    failures: Collection[tuple[str, str, str]] = (),
 ) -> tuple[list[Path], list]:
     """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's blocks."""
     out_dir = Path(out_dir)
@@ -195,7 +202,7 @@ def write_comparisons(
             title = "Summary across protocols: first headline score per protocol and backbone, with the rank"
         else:
             experiment = name.removeprefix("compare_")
-            frame = build_comparison(grid, metrics, experiment)
+            frame = build_comparison(grid, metrics, experiment, failures)
             title = (
                 f"{experiment}: every method of the protocol with the same settings; ours = mean ± std over "
                 "seeds (n); published = the paper's table (n/a where it has no such cell); vs yours = "
