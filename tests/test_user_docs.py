@@ -132,3 +132,16 @@ def test_the_readme_says_where_pre_commit_comes_from():
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     lock = (REPO_ROOT / "requirements.lock").read_text(encoding="utf-8")
     assert "\npre-commit==" in lock or "pip install pre-commit" in readme
+
+
+def test_every_test_a_page_names_by_its_id_exists():
+    """A page that names a test as ``tests/<file>.py::<test>`` names one the suite has (a moved test once
+    left docs/gpu-defects.md pointing at the module it had left)."""
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    named = {m for page in pages for m in re.findall(r"(tests/[\w/]+\.py)::(\w+)", page.read_text())}
+    missing = [
+        f"{path}::{name}"
+        for path, name in sorted(named)
+        if f"def {name}(" not in (REPO_ROOT / path).read_text()
+    ]
+    assert missing == []
