@@ -25,7 +25,8 @@ try:
         print(*(f"wrote {card}" for card in written), f"# {len(written)} model cards", sep="\n")
         sys.exit("\n".join(f"contrastlab: cards: {line}" for line in refused) or None)
     if not (args.cell and args.repo):
-        parser.error("--cell and --repo are required (or --cards)")
+        cell = "<experiment>/<backbone>/<method>/seed<seed>"
+        raise PublishError(f"needs CELL and REPO: make publish CELL={cell} REPO=<user>/<name>")
     found = find_cell(cells, args.cell, source=args.configfile)
     write_card(found, args.configfile)
     plan = publish_plan(found, args.repo, code=args.code)

@@ -373,6 +373,14 @@ def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replace
     assert json.loads(described.read_text())["revision"] == mr.checkpoint_revision(found.model_dir)
 
 
+def test_make_publish_without_repo_says_so_in_one_line_naming_the_make_variables():
+    command = make_command("publish", "CONFIG=config/demo.yaml", "CELL=nie2023/minilm/cl/seed42")
+    done = subprocess.run(command, cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True)
+    said = [line for line in done.stderr.splitlines() if not line.startswith("make: ")]
+    assert done.returncode == 2 and said == [said[0]] and said[0].startswith("contrastlab: publish: ")
+    assert "CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>" in said[0]
+
+
 def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
     """``make cards``: every finished cell's card, the others passed over, a refusal named with its fix."""
     configfile, found, _ = _finished_cell(tmp_path)
