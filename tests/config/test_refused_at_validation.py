@@ -234,3 +234,21 @@ def test_an_ordinary_results_folder_is_accepted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = cl_config.validate(_config(f"results_dir={tmp_path / 'r'}", "resources_dir=res"))
     assert (config["results_dir"], config["resources_dir"]) == (str(tmp_path / "r"), "res")
+
+
+@pytest.mark.fault("step switches no trainer follows together", "refused at validation, finished cells kept")
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("training={padding_free: true, cuda_graph: true}", "which cuda_graph cannot follow"),
+        (
+            "experiments={nie2023: {methods: {cl: {training: {padding_free: true, compile: true}}}}}",
+            "compile",
+        ),
+        ("vision_training={cuda_graph: true}", "cuda_graph: true cannot capture this image step (OAR's"),
+    ],
+)
+def test_step_switches_no_trainer_follows_are_refused_naming_the_cell(override, said, observed):
+    message = _refusal(override)
+    observed(message)
+    assert message.startswith("config key experiments.") and said in message

@@ -25,6 +25,7 @@ from contrastlab.config.checks import (
     check_references,
     check_searches,
     check_select,
+    check_step_switches,
 )
 from contrastlab.config.command_line import check_command_paths, check_command_strings
 from contrastlab.config.grid import (
@@ -122,6 +123,7 @@ def validate(config: Mapping[str, Any]) -> dict:
         config[key] = fill_defaults(config[key], schema["$defs"][key])
     for check in (check_folders, check_references, check_searches, check_select, check_mteb, check_logging):
         check(config)
+    check_step_switches(config)
     return config
 
 
