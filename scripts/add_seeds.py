@@ -25,14 +25,17 @@ parser.add_argument("--run", action="store_true", help="run the commands instead
 args = parser.parse_args()
 if os.path.isfile(args.configfile) and (problem := yaml_problem(args.configfile)) is not None:
     sys.exit(f"contrastlab: add-seeds: {problem}")
-if args.target == "power":  # the plan's power: claims not decidable at the configured seeds, within 10
-    grid = cl_config.Grid(cl_config.load(args.configfile))
-    measured = power.measured_noise(collect_metrics(grid.results.metrics()), grid)
-    plan = power.power_seed_plan(power.claims_power(grid, measured=measured), grid)
-    what = "claims a perfect reproduction would decide with more seeds"
-else:
-    results, plan = plan_for_configfile(args.configfile, args.max_seeds)
-    what = f"{sum(r.verdict == 'undecided' for r in results)} undecided claims with run cells"
+try:  # a config that does not load (a missing file, a bad key) is its one line, not a traceback
+    if args.target == "power":  # the plan's power: claims not decidable at the configured seeds, within 10
+        grid = cl_config.Grid(cl_config.load(args.configfile))
+        measured = power.measured_noise(collect_metrics(grid.results.metrics()), grid)
+        plan = power.power_seed_plan(power.claims_power(grid, measured=measured), grid)
+        what = "claims a perfect reproduction would decide with more seeds"
+    else:
+        results, plan = plan_for_configfile(args.configfile, args.max_seeds)
+        what = f"{sum(r.verdict == 'undecided' for r in results)} undecided claims with run cells"
+except cl_config.ConfigError as error:
+    sys.exit(f"contrastlab: add-seeds: {error}")
 # shell-quoted: a path with spaces or quotes is one word, printed and under --run alike
 commands = add_seeds_commands(plan, shlex.quote(args.configfile))
 if not commands:

@@ -313,6 +313,18 @@ def test_a_config_file_holding_no_keys_is_named_in_one_line(tmp_path, command):
     ), lines
 
 
+@pytest.mark.parametrize("text", [None, "sedes: [1]\n"])  # no file; a key the schema does not know
+def test_make_add_seeds_refuses_a_config_that_does_not_load_in_one_line(tmp_path, text):
+    bad = tmp_path / "bad.yaml"
+    if text:
+        bad.write_text(text)
+    done = _make("add-seeds", f"CONFIG={bad}")
+    said = [line for line in done.stderr.splitlines() if not line.startswith("make: ")]
+    assert (
+        done.returncode == 2 and len(said) == 1 and said[0].startswith("contrastlab: add-seeds: config ")
+    ), said
+
+
 @pytest.mark.fault(
     "a target written after --configfile: `snakemake --configfile config/demo.yaml all` (G15)",
     "one contrastlab: line saying the word is read as a config file, and where a target goes",
