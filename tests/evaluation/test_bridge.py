@@ -96,3 +96,18 @@ def test_the_command_without_the_hub_says_so_in_one_line(monkeypatch, tmp_path):
         "contrastlab: ConnectionError: Couldn't reach 'mteb/sts12-sts' on the Hub (LocalEntryNotFoundError); "
         "MTEB's rows come from the hub: connect, or pass --standin (the seven STS tasks from local files)"
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"), [(["--standin", "--task", "SciFact"], "hub"), (["--task", "STS99"], "'STSB'")]
+)
+def test_the_command_with_a_task_it_cannot_score_says_so_in_one_line(tmp_path, flags, said):
+    from contrastlab.evaluation import bridge
+
+    with pytest.raises(SystemExit) as stop:
+        bridge.main([str(tmp_path / "model"), str(tmp_path / "senteval"), str(tmp_path / "out"), *flags])
+    assert (
+        str(stop.value).startswith("contrastlab: ")
+        and said in str(stop.value)
+        and "\n" not in str(stop.value)
+    )

@@ -310,6 +310,8 @@ def main(argv: list[str] | None = None) -> None:
             f"contrastlab: ConnectionError: {' '.join(str(error).split())}; MTEB's rows come from the hub: "
             "connect, or pass --standin (the seven STS tasks from local files)"
         ) from None
+    except (KeyError, ValueError) as error:  # a --task or --benchmark mteb does not know, or with --standin
+        raise SystemExit(f"contrastlab: {error.args[0]}") from None
     st = result["sentence_transformers"]
     print("task | SentEval | " + " | ".join(STEPS) + " | MTEB | MTEB - SentEval | ST evaluator")
     for task, r in result["tasks"].items():
