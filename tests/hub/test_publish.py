@@ -488,7 +488,7 @@ def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, pub.CellFiles]:
     return configfile, found
 
 
-def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
+def test_mteb_submit_stages_the_results_repository_layout(tmp_path, monkeypatch):
     """``make mteb-submit`` stages embeddings-benchmark/results' layout (mteb loads it) and the PR's steps."""
     mteb = pytest.importorskip("mteb")
     configfile, found = _scored_cell(tmp_path, "hub")
@@ -513,6 +513,13 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     assert "https://github.com/embeddings-benchmark/results" in steps
     assert f"cp -r {staged.root}/results/me__model" in steps
     assert "gh pr create --repo embeddings-benchmark/results" in steps
+    monkeypatch.chdir(
+        tmp_path
+    )  # a relative results_dir (the presets'): cp's source still found from the clone
+    again = mr.stage_submission(
+        found.mteb_dir, json.loads((folder / "model_meta.json").read_text()), "staged"
+    )
+    assert f"  cp -r {tmp_path.resolve()}/staged/results/me__model results/" in again.steps
     # without REPO / REVISION: the cell's own name, the weights' digest
     default = pub.mteb_submission(found, configfile)
     assert (default.model, default.revision) == (

@@ -282,7 +282,7 @@ def stage_submission(mteb_dir: str | Path, meta: dict[str, Any], staging: str | 
         result.to_disk(folder / f"{result.task_name}.json")
         tasks.append(result.task_name)
     (folder / "model_meta.json").write_text(json.dumps(meta, indent=4) + "\n", encoding="utf-8")
-    fields = dict(model=checked.name, model_path=path, revision=checked.revision, staged=staging)
+    fields = dict(model=checked.name, model_path=path, revision=checked.revision, staged=staging.resolve())
     steps = [step.format(**fields, branch=f"add-{path}") for step in PR_STEPS]
     return Submission(staging, path, str(checked.revision), tasks, steps)
 
