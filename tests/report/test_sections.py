@@ -9,9 +9,10 @@ from contrastlab import config as cl_config
 from contrastlab.blocks import cell_text, to_markdown
 from contrastlab.config import Grid, paper_of
 from contrastlab.paths import REPO_ROOT
-from contrastlab.report.sections import figure_order, summarize
+from contrastlab.report.sections import figure_order, grid_block, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
+from contrastlab.tables.render import to_markdown as table_page
 from tests.tables.tables_synthetic import scores_frame as _frame
 
 
@@ -27,8 +28,23 @@ def test_summary_counts_delta_cells_and_verdicts_under_different_words():
     assert summary["verdicts"] == "1" and summary["mean abs Δ"] == "–"
     assert summary["note"] == (
         "Δ cells: 0 (run, with a published number for their own backbone); 1 cells on backbones not in "
-        "the paper, 1 of them with a verdict against a stand-in backbone's number"
+        "the paper, 1 of them with a verdict against a stand-in backbone's number; 2 cells not evaluated "
+        "(their tasks are not in evaluation.tasks)"
     )
+    assert summary["not run"] == "0"  # the preset's TR.Avg cells are not evaluated, not "not run"
+
+
+def test_a_task_the_config_leaves_out_reads_not_evaluated_not_not_run():
+    """The cpu preset leaves five transfer tasks out of evaluation.tasks: its run cell's TR.Avg columns can
+    never fill, so they say "not evaluated" (legend, greyed in the HTML; the summary: test above), not "not
+    run"."""
+    config = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
+    metrics = _frame([("nie2023", "minilm", "cl", 42, "sts_avg", 74.71)])
+    table = assemble(get_spec("nie2023_table1"), Grid(config), metrics)
+    page = table_page(table)
+    assert "| 74.71 | not evaluated | not evaluated |" in page and "not evaluated: the cell's task" in page
+    cells = [c for row in grid_block(table).rows for c in row if cell_text(c) == "not evaluated"]
+    assert len(cells) == 2 and all(c.kind == "not-configured" for c in cells)
 
 
 def test_papers_and_figures_in_the_papers_order():

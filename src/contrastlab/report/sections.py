@@ -94,7 +94,7 @@ def summarize(table: assemble.Table) -> dict[str, str]:
     if "compared_with" in c:  # toy cells judged against the number of the backbone they stand in for
         judged = c["verdict"].isin(VERDICT_KEYS[1:])
         stand_in = int((c["compared_with"].astype(str).str.endswith("(stand-in)") & judged).sum())
-    failed = int(counts.get(STATUS_FAILED, 0))
+    failed, unscored = int(counts.get(STATUS_FAILED, 0)), int(counts.get(assemble.STATUS_NOT_EVALUATED, 0))
     return {
         "cells": str(len(c)),
         "run": str(int(run.sum())),
@@ -107,7 +107,8 @@ def summarize(table: assemble.Table) -> dict[str, str]:
         "note": f"Δ cells: {len(diffs)} (run, with a published number for their own backbone)"
         + (f"; {toy} cells on backbones not in the paper" if toy else "")
         + (f", {stand_in} of them with a verdict against a stand-in backbone's number" if stand_in else "")
-        + (f"; {failed} cells failed (see failed.json beside their metrics)" if failed else ""),
+        + (f"; {failed} cells failed (see failed.json beside their metrics)" if failed else "")
+        + (f"; {unscored} cells not evaluated (their tasks are not in evaluation.tasks)" if unscored else ""),
     }
 
 
@@ -361,15 +362,19 @@ TABLES_TEXT = (
 )
 
 
+#: Cells of ours the config leaves out, of its grid or of its evaluation.tasks (greyed, folded in the HTML).
+UNCONFIGURED = (STATUS_NOT_CONFIGURED, assemble.STATUS_NOT_EVALUATED)
+
+
 def grid_block(table: assemble.Table) -> Table:
     """A paper table's grid as the report shows it (:func:`contrastlab.tables.render.grid_rows` with its
-    stand-ins): cells outside the config's grid of kind ``not-configured``, each Δ with its marker."""
+    stand-ins): cells of :data:`UNCONFIGURED` of kind ``not-configured``, each Δ with its marker."""
     header, labels, texts, records = grid_rows(table, stand_ins=True)
     rows = []
     for row, recs in zip(texts, records, strict=True):
         role, cells = row[labels - 1], list(row)
         for j, rec in enumerate(recs):
-            if rec is not None and role in ("ours", "config") and rec["status"] == STATUS_NOT_CONFIGURED:
+            if rec is not None and role in ("ours", "config") and rec["status"] in UNCONFIGURED:
                 cells[j] = Cell(row[j], "not-configured")
             elif rec is not None and role == "Δ":
                 cells[j] = marked(row[j], rec.get("verdict"))

@@ -19,6 +19,7 @@ import pandas as pd
 
 from contrastlab.config import Grid, MethodOn, expanded_methods
 from contrastlab.search import SEARCHED, searched_method, searched_methods
+from contrastlab.senteval.protocol import STS_TASKS, TASKS, TRANSFER_TASKS
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_meta, load_published, paper_backbones
@@ -45,6 +46,9 @@ STATUS_FAILED = "failed"
 STATUS_DIVERGED = "diverged"
 #: A cell outside the config's grid (backbone or method not configured) with no metrics file.
 STATUS_NOT_CONFIGURED = "not configured"
+#: A configured cell with no score whose task (or one its average needs) the config's
+#: ``evaluation.tasks`` leaves out (the cpu preset's TR.Avg): rerunning never fills it.
+STATUS_NOT_EVALUATED = "not evaluated"
 
 
 @dataclass
@@ -140,6 +144,14 @@ def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:
     return entry is not None and (entry.get("backbones") is None or backbone in entry["backbones"])
 
 
+def evaluated(grid: Grid, key: str) -> bool:
+    """Whether the config's ``evaluation.tasks`` score ``key``: a SentEval task in them, an average whose
+    every task is in them, or any other key (a vision task, the dev Spearman)."""
+    tasks = grid.options.evaluation.get("tasks") or TASKS
+    group = {"sts_avg": STS_TASKS, "tr_avg": TRANSFER_TASKS, "tr_devacc_avg": TRANSFER_TASKS}.get(key, [key])
+    return all(t in tasks for t in group if t in TASKS)
+
+
 def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame:
     """Seed means of sweep points ``<method>-<label><value>`` reduced to their best point per (backbone,
     method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3's "highest
@@ -207,6 +219,8 @@ def _scores(
         [STATUS_FAILED, STATUS_DIVERGED, STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_PARTIAL],
         STATUS_OK,
     )
+    unscored = ~cells["key"].map(lambda key: evaluated(grid, key)).astype(bool)
+    cells.loc[(cells["status"] == STATUS_NOT_RUN) & unscored, "status"] = STATUS_NOT_EVALUATED
     cells["expected_seeds"] = expected
     cells["diff"] = cells["ours_mean"] - cells["published"]
     if over := (meta.get("improvement") or {}).get("over"):

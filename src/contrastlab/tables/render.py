@@ -21,6 +21,7 @@ from contrastlab.tables.assemble import (
     STATUS_DIVERGED,
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
+    STATUS_NOT_EVALUATED,
     STATUS_NOT_RUN,
     STATUS_PARTIAL,
     Table,
@@ -32,6 +33,8 @@ from contrastlab.tables.verdicts import LEVEL, MARKERS, chance_expected, chance_
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
+#: The statuses of a score cell with no number of ours: the cell says its status instead.
+NO_SCORE = (NOT_RUN, NOT_CONFIGURED, STATUS_NOT_EVALUATED, STATUS_FAILED, STATUS_DIVERGED)
 NA = "n/a"
 NO_DIFF = "–"
 #: Beside a best-of-sweep number when the probe diverged at some points of the sweep (OAR Table 3); not
@@ -85,7 +88,7 @@ def published_text(rec: pd.Series, decimals: int | None = None, *, with_improvem
 
 
 def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
-    if rec["status"] in (NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED):
+    if rec["status"] in NO_SCORE:
         return rec["status"]
     text = fmt_score(rec["ours_mean"])
     if rec.get("diverged_at"):
@@ -154,7 +157,7 @@ def to_csv(table: Table) -> str:
         )
     else:
         # numbers stay float columns (empty where there is none), so that pandas reads them as float64
-        missing = c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED]).to_numpy()
+        missing = c["status"].isin(NO_SCORE).to_numpy()
 
         def number(values: Iterable, *, ours: bool = True) -> list[float]:
             return [
@@ -257,6 +260,15 @@ def _wide(
     return rows, cols, body
 
 
+#: The legend's words on the statuses a table has only sometimes, each said where a cell has it.
+STATUS_NOTES = {
+    STATUS_FAILED: "the cell's training or evaluation failed (its failed.json, beside where the metrics "
+    "would be, gives the error and the log)",
+    STATUS_NOT_EVALUATED: "the cell's task (or one its average needs) is not in the config's "
+    "evaluation.tasks; add it there to score it (rerunning alone never fills the cell)",
+}
+
+
 def _legend(table: Table) -> list[str]:
     if table.spec.kind == "hparams":
         return [
@@ -309,12 +321,8 @@ def _legend(table: Table) -> list[str]:
             )
     if runs_text(table.meta):  # k behind each published number, stated or assumed, and where from
         text += " " + runs_text(table.meta)
-    if (table.cells["status"] == STATUS_FAILED).any():
-        text += (
-            f" {STATUS_FAILED}: the cell's training or evaluation failed (its failed.json, beside where the "
-            "metrics would be, gives the error and the log)."
-        )
-    return [text]
+    present = set(table.cells["status"])
+    return [text + "".join(f" {s}: {note}." for s, note in STATUS_NOTES.items() if s in present)]
 
 
 def _source(table: Table) -> str:
