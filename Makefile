@@ -103,7 +103,7 @@ search: install          ## CONFIG's hyperparameter searches with everything els
 
 monitor: install         ## live training curves and HParams: TensorBoard over CONFIG's <results_dir>/tensorboard, localhost:PORT
 	$(CONFIG_EXISTS)
-	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["results_dir"])' "$$CONFIG")" || exit 1; \
+	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import ConfigError, load; sys.excepthook = lambda kind, error, tb: print(f"contrastlab: monitor: {error}", file=sys.stderr) if issubclass(kind, ConfigError) else sys.__excepthook__(kind, error, tb); print(load(sys.argv[1])["results_dir"])' "$$CONFIG")" || exit 1; \
 	mkdir -p "$$results/tensorboard"; \
 	echo "TensorBoard over $$results/tensorboard: http://localhost:$$PORT/ (Ctrl-C stops it)"; \
 	exec $(BIN)/tensorboard --logdir "$$results/tensorboard" --host localhost --port "$$PORT"

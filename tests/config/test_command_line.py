@@ -325,6 +325,16 @@ def test_make_add_seeds_refuses_a_config_that_does_not_load_in_one_line(tmp_path
     ), said
 
 
+def test_make_monitor_refuses_a_config_the_schema_does_not_know_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sedes: [1]\n")
+    done = _make("monitor", f"CONFIG={bad}", "PORT=1")
+    said = [line for line in done.stderr.splitlines() if not line.startswith("make: ")]
+    start = "contrastlab: monitor: config key sedes: unknown key (typo?); allowed here: analytic_figures,"
+    assert done.returncode != 0 and len(said) == 1 and said[0].startswith(start), said
+    assert "TensorBoard" not in done.stdout
+
+
 @pytest.mark.fault(
     "a target written after --configfile: `snakemake --configfile config/demo.yaml all` (G15)",
     "one contrastlab: line saying the word is read as a config file, and where a target goes",

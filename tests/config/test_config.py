@@ -106,6 +106,12 @@ BAD = [
         {"experiments": []},
         "config key experiments: [] is not of type 'object'; write experiments as a mapping",
     ),
+    # a choice: the values as YAML writes them (null, not Python's None), then the fix
+    (
+        {"precision_override": "bf17"},
+        "config key precision_override: 'bf17' is not one of fp32, tf32, bf16, fp16, auto, null; set "
+        "precision_override to one of them",
+    ),
 ]
 
 

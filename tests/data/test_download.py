@@ -15,8 +15,9 @@ from hub_standin import hf_hub_fixture, sync_client_constants  # noqa: F401 (fix
 from publisher_formats import senteval_tar
 
 from contrastlab.data import download
-from contrastlab.data.acquire import prepare_corpus
+from contrastlab.data.acquire import prepare_corpus, prepare_senteval
 from contrastlab.data.fixtures import write_senteval_fixture
+from contrastlab.data.images import prepare_images
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 
@@ -225,6 +226,59 @@ def test_gives_up_after_retries_and_404_is_not_retried(server, tmp_path):
     assert len(handler.log) == 1
     with pytest.raises(download.DownloadError, match="after 2 attempts"):
         _fetch("http://127.0.0.1:9/nothing", tmp_path / "n", tmp_path / "lock.json", retries=1, timeout=2)
+
+
+def test_an_offline_download_says_so_in_a_sentence_and_names_the_copy_to_set(tmp_path):
+    """No connection: the reason in a few words (not the libraries' dump of chained errors, nor the hub
+    client's own advice), then the config key that gives a copy instead."""
+    with pytest.raises(download.DownloadError) as error:
+        _fetch(
+            "http://127.0.0.1:9/c.tgz", tmp_path / "c", tmp_path / "l.json", retries=0, local_copy="data.x"
+        )
+    assert str(error.value) == (
+        "could not download http://127.0.0.1:9/c.tgz after 1 attempts: could not connect (Connection "
+        "refused); to use a copy you have instead, set data.x"
+    )
+    hub_url = "https://huggingface.co/datasets/org/absent/resolve/main/w.txt"  # HF_HUB_OFFLINE=1 (conftest)
+    with pytest.raises(download.DownloadError) as error:
+        _fetch(hub_url, tmp_path / "w", tmp_path / "l.json", local_copy="data.x")
+    assert "Please check" not in str(error.value) and str(error.value).endswith(
+        "; to use a copy you have instead, set data.x"
+    )
+
+
+@pytest.mark.parametrize(
+    "prepare, key",
+    [
+        (
+            lambda d: prepare_senteval(
+                d / "se", downloads=d, user_copy=False, fixture=False, lock_file=d / "l"
+            ),
+            "data.senteval_dir (the folder holding downstream/)",
+        ),
+        (
+            lambda d: prepare_corpus(d / "w.txt", user_copy=False, fixture=False, lock_file=d / "l"),
+            "data.wiki_path (your wiki1m_for_simcse.txt)",
+        ),
+        (
+            lambda d: prepare_images("cifar10", d / "i", download=True, lock_file=d / "l", progress=False),
+            "data.cifar_root (a folder holding cifar-10-batches-py/)",
+        ),
+    ],
+    ids=["senteval", "corpus", "cifar"],
+)
+def test_a_failed_data_download_names_the_key_of_a_local_copy(monkeypatch, tmp_path, prepare, key):
+    def offline(url, *args):
+        raise download.DownloadError(
+            f"could not download {url}: could not connect (Name or service not known)"
+        )
+
+    monkeypatch.setattr(download, "_download", offline)
+    with pytest.raises(
+        download.DownloadError, match=r"could not connect \(Name or service not known\)"
+    ) as error:
+        prepare(tmp_path)
+    assert str(error.value).endswith(f"; to use a copy you have instead, set {key}")
 
 
 @pytest.mark.parametrize("published", [True, False], ids=["task folders at the top", "downstream folder"])

@@ -98,6 +98,35 @@ def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatc
     assert pd.read_csv(written[2])["n_diverged"].sum() == 1
 
 
+def test_lr_sweep_tells_an_encoder_that_diverged_from_an_ffn_that_did(tmp_path, monkeypatch):
+    """An encoder that diverged has no score on any panel (its variance too): marked "+", "encoder
+    diverged" in the legend; a rate where only the FFN diverged stays "x", "FFN diverged"."""
+    import contrastlab.figures.oar as oar_figures
+
+    nan = float("nan")
+    points = ((0.01, 40.0, 1.0), (0.1, nan, 0.5), (1.0, nan, nan))  # lr 0.1: the FFN; lr 1: the encoder
+    rows = [
+        ("m", "r18", f"infonce-lr{lr}", 42, key, v)
+        for lr, a, var in points
+        for key, v in (("ffn10_top1", a), ("embedding_variance", var))
+    ]
+    metrics = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    frame = sweep_frame(metrics, "m", "lr", [0.01, 0.1, 1.0], ["ffn10_top1", "embedding_variance"])
+    drawn = []
+    monkeypatch.setattr(oar_figures, "save", lambda fig, stem, data: drawn.append(fig) or [])
+    plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=["ffn10_top1"])
+    legend = [t.get_text() for t in drawn[0].legends[0].get_texts()]
+    assert legend[-2:] == ["FFN diverged (no accuracy)", "encoder diverged (no embeddings)"]
+
+    def marks(axis):
+        return {
+            x: line.get_marker() for line in axis.lines if line.get_marker() in "x+" for x in line.get_xdata()
+        }
+
+    assert marks(drawn[0].axes[0]) == {0.1: "x", 1.0: "+"}  # accuracy
+    assert marks(drawn[0].axes[1]) == {1.0: "+"}  # variance
+
+
 def test_lr_sweep_variance_stays_on_a_log_axis_when_an_encoder_diverged(tmp_path, monkeypatch):
     """An encoder that diverged has no embedding_variance (NaN, evaluation.vision.diverged_encoder_metrics):
     the other rates' variances still span orders of magnitude, on OAR Fig. 2's log axis."""

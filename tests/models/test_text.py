@@ -98,3 +98,16 @@ def test_attention_bias_keeps_the_2d_mask_where_the_model_builds_no_sdpa_mask():
     mask = torch.ones(2, 3, dtype=torch.long)
     assert attention_bias(_random_bert("eager"), mask) is mask  # eager attention: no sync to avoid
     assert attention_bias(torch.nn.Linear(2, 2), mask) is mask  # no transformers config
+
+
+def test_a_hub_backbone_offline_and_not_cached_names_its_path_key(tmp_path):
+    from contrastlab.models import materialize_backbone
+    from contrastlab.models.text import BackboneError
+
+    with pytest.raises(BackboneError) as error:  # HF_HUB_OFFLINE=1 (conftest), nothing cached
+        materialize_backbone({"hf_id": "org/absent"}, tmp_path / "bert-base", lock_file=tmp_path / "l.json")
+    assert str(error.value) == (
+        "could not download org/absent@main: the hub cannot be reached (offline, or HF_HUB_OFFLINE=1) and "
+        "the Hugging Face cache does not hold it; to use a copy you have instead, set "
+        "backbones.bert-base.path (a local Hugging Face model folder)"
+    )

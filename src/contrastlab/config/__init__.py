@@ -14,6 +14,7 @@ imports torch, so the workflow parses fast.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,9 @@ def validate(config: Mapping[str, Any]) -> dict:
             kinds = error.validator_value
             forms = " or ".join(_FORMS[kind] for kind in ([kinds] if isinstance(kinds, str) else kinds))
             message += f"; write {key_path(path)} as {forms}"
+        elif error.validator == "enum":  # jsonschema's lists Python's reprs: None for YAML's null
+            choices = ", ".join(v if isinstance(v, str) else json.dumps(v) for v in error.validator_value)
+            message = f"{error.instance!r} is not one of {choices}; set {key_path(path)} to one of them"
         elif error.validator == "required" and not path:  # a partial preset: Snakemake merges nothing in
             message += "; a --configfile replaces config.yaml whole: start from a copy of it or of a preset"
         raise ConfigError(f"config key {key_path(path)}: {message}")

@@ -99,7 +99,8 @@ def prepare_senteval(
             write_senteval_fixture(senteval_dir)
             check_senteval(senteval_dir)
             return Path(senteval_dir)
-        return senteval_data(downloads, senteval_dir, url=url, lock_file=lock_file)
+        copy = "data.senteval_dir (the folder holding downstream/)"
+        return senteval_data(downloads, senteval_dir, url=url, lock_file=lock_file, local_copy=copy)
 
 
 def prepare_corpus(
@@ -132,7 +133,15 @@ def prepare_corpus(
     else:
         check = expect_lines(expected_lines, corpus.name) if expected_lines else None
         with writing_resources(resources_dir):
-            fetch(url, corpus, name=CORPUS_NAME, sha256=expected_sha256, check=check, lock_file=lock_file)
+            fetch(
+                url,
+                corpus,
+                name=CORPUS_NAME,
+                sha256=expected_sha256,
+                check=check,
+                lock_file=lock_file,
+                local_copy="data.wiki_path (your wiki1m_for_simcse.txt)",
+            )
     return {"corpus": "text", "sha256": sha256_file(corpus), "lines": line_count(corpus)}
 
 

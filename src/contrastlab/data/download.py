@@ -132,6 +132,25 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+#: The OS's reason a connection failed, as the libraries quote it: ``[Errno -2] Name or service not known``.
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+
+
+def failed_because(error: BaseException) -> str:
+    """Why a download failed, in one short sentence: a connection that could not be made (no network, an
+    unknown host), wherever the libraries' layers of text and chained errors hold it, as ``could not
+    connect (<the OS's reason>)``; anything else as its message, without the hub client's "Please check
+    your connection" advice (the caller names the fix)."""
+    chain: list[BaseException] = []
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    for one in chain:
+        if found := _ERRNO.search(str(one)):
+            return f"could not connect ({found[1].strip()})"
+    return re.sub(r"\.? Please check your .*$", "", _one_line(chain[0]))
+
+
 def _hub_download(hub: HubFile, timeout: float, progress: bool) -> tuple[Path, str | None]:
     """The file through ``huggingface_hub.hf_hub_download`` at ``hub.revision``, into the Hugging Face
     cache (resumed and retried by the library; offline, ``HF_HUB_OFFLINE=1``, from the cache alone).
@@ -158,7 +177,7 @@ def _hub_download(hub: HubFile, timeout: float, progress: bool) -> tuple[Path, s
         )
     except (OSError, EntryNotFoundError, ValueError, hub_transport_error()) as error:
         raise DownloadError(
-            f"could not download {hub.filename} of {hub.repo_id}@{hub.revision}: {_one_line(error)}"
+            f"could not download {hub.filename} of {hub.repo_id}@{hub.revision}: {failed_because(error)}"
         ) from None
     # The cache keeps a file at snapshots/<commit>/<filename>: the folder names the commit it came from.
     commit = cached.parents[len(PurePosixPath(hub.filename).parts) - 1].name
@@ -210,7 +229,7 @@ def _plain_download(url: str, part: Path, retries: int, timeout: float, progress
         store.fetch(part.name, downloader=_no_retry_on_client_error(http))
     except requests.RequestException as error:
         raise DownloadError(
-            f"could not download {url} after {retries + 1} attempts: {_one_line(error)}"
+            f"could not download {url} after {retries + 1} attempts: {failed_because(error)}"
         ) from None
 
 
@@ -263,6 +282,7 @@ def fetch(
     retries: int = 5,
     timeout: float = 60.0,
     progress: bool = True,
+    local_copy: str | None = None,
 ) -> Path:
     """Download ``url`` to ``dest``, held to the artifacts lock (see the module docstring); returns ``dest``.
 
@@ -270,7 +290,8 @@ def fetch(
     matching the entry is used as it is, unless the entry came from another URL (then that URL must give
     the same bytes). ``md5`` is the publisher's, ``check`` a content check raising ContentError, ``sha256``
     a digest known beforehand. ``retries`` and ``timeout`` are pooch's for a plain URL; a hub file gets
-    huggingface_hub's own retries, ``timeout`` for its metadata request.
+    huggingface_hub's own retries, ``timeout`` for its metadata request. ``local_copy``: the config key
+    that gives a copy instead (e.g. ``data.wiki_path``), named as the fix when the download fails.
     """
     dest, lock_file = Path(dest), Path(lock_file)
     name = name or url.rstrip("/").rsplit("/", 1)[-1]
@@ -292,7 +313,12 @@ def fetch(
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    commit = _download(source, part, retries, timeout, progress)
+    try:
+        commit = _download(source, part, retries, timeout, progress)
+    except DownloadError as error:
+        if local_copy is None:
+            raise
+        raise DownloadError(f"{error}; to use a copy you have instead, set {local_copy}") from None
     _publisher_checks(part, dest, aside, url, md5, check)
     digest = sha256_file(part)
     if pinned is not None and digest != expected and (md5 is not None or check is not None):

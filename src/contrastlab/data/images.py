@@ -209,6 +209,7 @@ def prepare_images(
             md5=source.archive_md5,
             lock_file=lock_file,
             progress=progress,
+            local_copy=f"data.cifar_root (a folder holding {folder_name}/)",
             **fetch_kwargs,
         )
         _unpack(archive, root, folder_name)

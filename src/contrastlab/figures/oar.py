@@ -76,13 +76,17 @@ def plot_lr_sweep(
     """One panel per accuracy key (top-1 % against the swept rate, log scale) and, with ``variance``,
     a last panel of the total embedding variance (log scale); colour per loss, solid without OAR and
     dotted with it, as OAR Fig. 2. A point whose FFN diverged on every seed (no mean, ``n_diverged``
-    > 0) is drawn as a cross on the panel's bottom edge, "FFN diverged" in the legend, never as an
-    accuracy. Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
+    > 0) is drawn as a cross ``x`` on the panel's bottom edge, "FFN diverged" in the legend, never as an
+    accuracy; one whose encoder diverged (no embedding variance either) as a ``+`` on every panel,
+    "encoder diverged". Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
     labels = dict(labels or {})
     keys = [*accuracy_keys, *(["embedding_variance"] if variance else [])]
     losses = list(dict.fromkeys(frame["loss"]))
     colour = {loss: PALETTE[i % len(PALETTE)] for i, loss in enumerate(losses)}
-    diverged_any = False
+    lost_all = frame["mean"].isna() & (frame.get("n_diverged", 0) > 0)
+    variance_lost = frame[lost_all & (frame["key"] == "embedding_variance")]
+    encoder_lost = set(zip(variance_lost["method"], variance_lost["value"], strict=True))
+    marks_drawn: set[str] = set()
     with house_style():
         fig, axes = figure(len(keys), 1, width="column", aspect=0.55, sharex=True)
         for ax, key in zip(axes[:, 0], keys, strict=True):
@@ -92,19 +96,21 @@ def plot_lr_sweep(
                 dash = LINESTYLES[1] if curve["oar"].iloc[0] else LINESTYLES[0]  # dotted with OAR
                 label = labels.get(method, method_label(method))
                 ax.plot(curve["value"], curve["mean"], dash, marker="o", color=hue, label=label)
-                lost = curve[curve["mean"].isna() & (curve.get("n_diverged", 0) > 0)]
-                if len(lost):
-                    ax.plot(
-                        lost["value"],
-                        [0.0] * len(lost),
-                        "x",
-                        color=hue,
-                        markersize=7,
-                        markeredgewidth=1.5,
-                        transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
-                        clip_on=False,
-                    )
-                    diverged_any = True
+                lost = curve[lost_all.loc[curve.index]]
+                encoder = [(method, value) in encoder_lost for value in lost["value"]]
+                for mark, rows in (("x", lost[[not e for e in encoder]]), ("+", lost[encoder])):
+                    if len(rows):
+                        ax.plot(
+                            rows["value"],
+                            [0.0] * len(rows),
+                            mark,
+                            color=hue,
+                            markersize=7,
+                            markeredgewidth=1.5,
+                            transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
+                            clip_on=False,
+                        )
+                        marks_drawn.add(mark)
             ax.set_xscale("log")
             if key == "embedding_variance":
                 drawn = part["mean"].dropna()  # a diverged encoder has none: a cross, not a value
@@ -117,9 +123,12 @@ def plot_lr_sweep(
                 note(ax, "no runs yet")
         axes[-1, 0].set_xlabel(xlabel)
         handles, names = axes[0, 0].get_legend_handles_labels()
-        if diverged_any:
-            handles.append(Line2D([], [], linestyle="none", marker="x", color="0.3", markeredgewidth=1.5))
-            names.append("FFN diverged (no accuracy)")
+        for mark, name in (("x", "FFN diverged (no accuracy)"), ("+", "encoder diverged (no embeddings)")):
+            if mark in marks_drawn:
+                handles.append(
+                    Line2D([], [], linestyle="none", marker=mark, color="0.3", markeredgewidth=1.5)
+                )
+                names.append(name)
         if handles:
             fig.legend(handles, names, loc="outside upper center", ncol=min(4, len(handles)))
         return save(fig, stem, frame[frame["key"].isin(keys)])

@@ -77,19 +77,25 @@ def file_digests(folder: str | Path) -> dict[str, str]:
     }
 
 
-def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path) -> dict[str, Any]:
+def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path, alias: str) -> dict[str, Any]:
     """Fetch ``spec["hf_id"]`` at the revision the lock pins (or, unpinned, ``spec["revision"]``, default
     ``main``) through the Hugging Face cache, check it against the lock, place it in ``out``; returns its
-    source record and pins it when it was not pinned."""
+    source record and pins it when it was not pinned. Neither on the hub nor in the cache (offline):
+    BackboneError naming ``backbones.<alias>.path``."""
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
     repo_id, asked = spec["hf_id"], spec.get("revision") or "main"
     pinned = artifacts_lock.pinned_backbone(lock_file, repo_id, spec.get("revision"), where="config")
-    snapshot = Path(
-        snapshot_download(
-            repo_id=repo_id, revision=pinned["revision"] if pinned else asked, allow_patterns=HUB_FILES
-        )
-    )
+    revision = pinned["revision"] if pinned else asked
+    try:
+        snapshot = Path(snapshot_download(repo_id=repo_id, revision=revision, allow_patterns=HUB_FILES))
+    except LocalEntryNotFoundError:
+        raise BackboneError(
+            f"could not download {repo_id}@{revision}: the hub cannot be reached (offline, or "
+            "HF_HUB_OFFLINE=1) and the Hugging Face cache does not hold it; to use a copy you have "
+            f"instead, set backbones.{alias}.path (a local Hugging Face model folder)"
+        ) from None
     commit = snapshot.name  # the cache's snapshots/<commit>/ folder: the commit the revision resolved to
     if not any(snapshot.glob("*.safetensors")):
         raise BackboneError(
@@ -154,7 +160,7 @@ def materialize_backbone(
         shutil.rmtree(out)
     with atomic_dir(out) as tmp:
         if source == "hf_id":
-            record = _from_hub(spec, tmp, lock_file)
+            record = _from_hub(spec, tmp, lock_file, alias=out.name)
         elif source in ("package", "path"):
             src = package_model_dir(spec["package"]) if source == "package" else Path(spec["path"])
             if not (src / "config.json").exists():
