@@ -316,9 +316,8 @@ def fetch(
     try:
         commit = _download(source, part, retries, timeout, progress)
     except DownloadError as error:
-        if local_copy is None:
-            raise
-        raise DownloadError(f"{error}; to use a copy you have instead, set {local_copy}") from None
+        fix = f"; to use a copy you have instead, set {local_copy}" if local_copy else ""
+        raise DownloadError(f"{error}{fix}") from None
     _publisher_checks(part, dest, aside, url, md5, check)
     digest = sha256_file(part)
     if pinned is not None and digest != expected and (md5 is not None or check is not None):

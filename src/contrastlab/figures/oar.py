@@ -100,20 +100,11 @@ def plot_lr_sweep(
                 encoder = [(method, value) in encoder_lost for value in lost["value"]]
                 for mark, rows in (("x", lost[[not e for e in encoder]]), ("+", lost[encoder])):
                     if len(rows):
-                        ax.plot(
-                            rows["value"],
-                            [0.0] * len(rows),
-                            mark,
-                            color=hue,
-                            markersize=7,
-                            markeredgewidth=1.5,
-                            transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
-                            clip_on=False,
-                        )
+                        _edge_marks(ax, rows["value"], mark, hue)
                         marks_drawn.add(mark)
             ax.set_xscale("log")
             if key == "embedding_variance":
-                drawn = part["mean"].dropna()  # a diverged encoder has none: a cross, not a value
+                drawn = part["mean"].dropna()  # a diverged encoder has none: a +, not a value
                 if (drawn > 0).all() and not drawn.empty:
                     ax.set_yscale("log")  # the paper's collapse spans orders of magnitude
                 ax.set_ylabel("embedding variance")
@@ -132,6 +123,20 @@ def plot_lr_sweep(
         if handles:
             fig.legend(handles, names, loc="outside upper center", ncol=min(4, len(handles)))
         return save(fig, stem, frame[frame["key"].isin(keys)])
+
+
+def _edge_marks(ax, values: pd.Series, mark: str, hue: str) -> None:
+    """``mark`` at each of ``values`` on ``ax``'s bottom edge: a point drawn without a value."""
+    ax.plot(
+        values,
+        [0.0] * len(values),
+        mark,
+        color=hue,
+        markersize=7,
+        markeredgewidth=1.5,
+        transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
+        clip_on=False,
+    )
 
 
 def _fraction_label(key: str) -> str:
