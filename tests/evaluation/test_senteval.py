@@ -49,12 +49,20 @@ def test_dev_mode_scores_dev_split(fixture_dir, encoder):
 
 def test_bad_arguments(fixture_dir, encoder):
     with pytest.raises(ValueError, match="unknown SentEval task"):
-        S.evaluate(encoder, fixture_dir, ["STS-B"], "test")
+        S.evaluate(encoder, fixture_dir, ["STS17"], "test")
     with pytest.raises(ValueError, match="unknown mode"):
         S.evaluate(encoder, fixture_dir, ["MR"], "quick")
     with pytest.raises(ValueError, match="expected"):
         S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
     assert not encoder.calls  # refused before any encoding
+
+
+def test_protocol_md_task_names_and_one_task_as_a_string(fixture_dir, encoder):
+    """protocol.md §4's STS-B and SICK-R are answered under those names; one task may be a string."""
+    want = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "test").values()
+    got = S.evaluate(encoder, fixture_dir, ["STS-B", "SICK-R"], "test")
+    assert got == dict(zip(["STS-B", "SICK-R"], want, strict=True))
+    assert S.evaluate(encoder, fixture_dir, "STS12", "test").keys() == {"STS12"}
 
 
 def test_embedding_cache(fixture_dir, encoder, tmp_path):

@@ -114,6 +114,8 @@ def test_bad_shapes():
         build_loss("infonce")(torch.randn(1, 4), torch.randn(1, 4))
     with pytest.raises(ValueError, match=r"\[N, D\]"):
         build_loss("infonce")(torch.randn(3, 4), torch.randn(2, 4))
+    with pytest.raises(TypeError, match="torch tensors, got ndarray and ndarray; use torch.as_tensor"):
+        build_loss("infonce")(torch.randn(3, 4).numpy(), torch.randn(3, 4).numpy())
 
 
 @pytest.mark.parametrize("name", LOSSES)

@@ -235,13 +235,17 @@ def evaluate(
     *,
     cache_dir: str | Path | None = None,
 ) -> dict[str, float]:
-    """Scores in percent (not rounded) of ``tasks`` under the SentEval protocol (protocol.md §4).
+    """Scores in percent of ``tasks`` under the SentEval protocol (protocol.md §4): STS Spearman x100 not
+    rounded, transfer test accuracies rounded to 2 decimals as SentEval returns them.
 
     ``encode(list[str]) -> [n, d]`` is called once, with every unique sentence the tasks need;
-    ``data_dir`` holds ``downstream/``; ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev`` (k = 5;
-    ``dev`` scores STS-B/SICK-R on their dev split). ``cache_dir`` keeps embeddings between calls.
+    ``data_dir`` holds ``downstream/``; ``tasks`` as ``P.TASKS`` or ``P.TASK_ALIASES`` (answered under the
+    name given); ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev`` (k = 5; ``dev`` scores STS-B/SICK-R
+    on their dev split). ``cache_dir`` keeps embeddings between calls.
     """
-    return _evaluate(encode, data_dir, tasks, mode, cache_dir=cache_dir)["scores"]
+    asked = (tasks,) if isinstance(tasks, str) else tuple(tasks)
+    scores = _evaluate(encode, data_dir, asked, mode, cache_dir=cache_dir)["scores"]
+    return {task: scores[P.TASK_ALIASES.get(task, task)] for task in asked}
 
 
 # --- alignment and uniformity ---------------------------------------------------------------------

@@ -72,6 +72,9 @@ class SentenceLoss:
         return self._raw
 
     def __call__(self, h1: Tensor, h2: Tensor, with_stats: bool = True) -> LossOutput:
+        if not (isinstance(h1, Tensor) and isinstance(h2, Tensor)):
+            got = f"{type(h1).__name__} and {type(h2).__name__}"
+            raise TypeError(f"{self.name}: h1 and h2 must be torch tensors, got {got}; use torch.as_tensor")
         if h1.ndim != 2 or h1.shape != h2.shape:
             raise ValueError(
                 f"{self.name}: h1 and h2 must both be [N, D], got {tuple(h1.shape)} and {tuple(h2.shape)}"

@@ -14,6 +14,8 @@ from types import MappingProxyType
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 TASKS = STS_TASKS + TRANSFER_TASKS
+# protocol.md §4's names of three tasks, taken too (evaluate answers under the name given).
+TASK_ALIASES = MappingProxyType({"STS-B": "STSBenchmark", "SICK-R": "SICKRelatedness", "SST-2": "SST2"})
 MODES = ("test", "fasttest", "dev")
 
 # SimCSE evaluation.py: `test` uses kfold 10, `dev`/`fasttest` kfold 5.
@@ -165,8 +167,8 @@ ALIGNMENT_SPLIT = "dev"
 
 
 def check_tasks(tasks) -> tuple[str, ...]:
-    """Validate task names (exact spelling of contracts.md), keeping the given order, no duplicates."""
-    tasks = tuple(tasks)
+    """Task names (contracts.md's, or a TASK_ALIASES key; one may be a string) in order, no duplicates."""
+    tasks = tuple(TASK_ALIASES.get(t, t) for t in ((tasks,) if isinstance(tasks, str) else tasks))
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown SentEval task(s) {unknown}; valid: {' '.join(TASKS)}")
