@@ -229,4 +229,4 @@ def test_a_stand_in_setting_that_differs_from_the_number_shown_is_marked_and_cou
     report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     grid = report.split("#### Li et al. 2024, Table 6: hyperparameters, BERT-base\n\n", 1)[1].split("\n\n")[0]
     assert "|  |  | config | 16 ≠ | 3e-5 ≠ | 0.30 | 5e-2 | 1.75 |" in grid.splitlines()
-    assert "config vs paper: 3 match, 2 differ" in report
+    assert "config vs paper: 3 match, 2 differ" in report and "(≠ after a setting that differs" in report

@@ -360,8 +360,9 @@ TABLES_TEXT = (
     "mean against the published number, with an interval from the pooled seed noise; a toy backbone is "
     "judged against the number of the paper backbone it stands in for, so it has a verdict but no Δ "
     "cell); within noise / above / below / undecided count them. Hyperparameter tables compare the "
-    "config with the paper. The intervals are per cell, so a faithful reproduction still shows some "
-    "above / below: above/below by chance is how many, the trained cells tested against seed noise × "
+    "config with the paper (≠ after a setting that differs from the paper's). The intervals are per "
+    "cell, so a faithful reproduction still shows some above / below: above/below by chance is how "
+    "many, the trained cells tested against seed noise × "
     f"{1 - LEVEL:g} (≈ within noise, ▲ above, ▼ below, ? undecided after each Δ in the grids)."
 )
 
