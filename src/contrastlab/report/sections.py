@@ -135,8 +135,8 @@ def projected_cost(grid: Grid) -> tuple[dict | None, str]:
     note = (
         f"Projected GPU-h: what each job would take on the calibration's GPU with the precision the config "
         f"gives it (`make plan`: FLOPs ÷ achieved TFLOP/s + overheads; {calibration.describe()}); "
-        f"{plan.total_hours(jobs):.1f} GPU-h for the whole grid, and {probes} SentEval probe job{s} on the "
-        f"CPU ({probe_hours:.1f} h, not GPU time). Measured GPU-h count only jobs that ran on a GPU."
+        f"{plan.total_hours(jobs):.2f} GPU-h for the whole grid, and {probes} SentEval probe job{s} on the "
+        f"CPU ({probe_hours:.2f} h, not GPU time). Measured GPU-h count only jobs that ran on a GPU."
     )
     return plan.projected_hours(jobs), note
 
