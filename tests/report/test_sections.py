@@ -9,7 +9,7 @@ from contrastlab import config as cl_config
 from contrastlab.blocks import Heading, cell_text, to_markdown
 from contrastlab.config import Grid, paper_of
 from contrastlab.paths import REPO_ROOT
-from contrastlab.report.sections import figure_order, grid_block, projected_cost, report_blocks, summarize
+from contrastlab.report.sections import figure_order, grid_block, report_blocks, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
 from contrastlab.tables.render import to_markdown as table_page
@@ -54,6 +54,12 @@ def test_a_task_the_config_leaves_out_reads_not_evaluated_not_not_run(tmp_path):
     assert "grid, “not evaluated” where `evaluation.tasks` leaves out their task)" in text
     assert "; 1 cell on backbones not in the paper;" in text and "Then the precision of every" in text
     assert text.count("your own losses") == 1 and "Then your own losses, the precision" in text
+    # the papers cpu.yaml has no experiment of say why their claims read "not run"
+    from contrastlab.report.sections import claims_sections, projected_cost
+
+    per_paper = claims_sections(Grid(config), metrics, tmp_path, {}, [])[2]
+    said = [p for p, blocks in per_paper.items() if "none of the paper's experiments" in to_markdown(blocks)]
+    assert said == ["li2024", "macl", "oar"]
     # the cost's sentence in the cost tables' precision (it said "0.0 GPU-h" above a table of 0.03)
     assert (
         "; 0.03 GPU-h for the whole grid, and 1 SentEval probe job on the CPU (0.04 h"

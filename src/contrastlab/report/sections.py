@@ -471,11 +471,12 @@ def claims_sections(
                     "see": links(r.claim),
                 }
             )
-        per_paper[paper] = [
-            Heading(3, "Claims"),
-            Tally("Tally: ", verdict_tally(own), len(own)),
-            rows_table(rows),
-        ]
+        claims = [Heading(3, "Claims"), Tally("Tally: ", verdict_tally(own), len(own)), rows_table(rows)]
+        if not any(
+            paper_of(n) == paper for n in [*grid.every_experiment, *pages]
+        ):  # cpu.yaml's Li, MACL, OAR
+            claims.insert(2, Paragraph(NO_EXPERIMENT))
+        per_paper[paper] = claims
     return answer, _claims_guide(), per_paper
 
 
@@ -493,6 +494,11 @@ def _claims_guide() -> list:
     return guide
 
 
+#: Above the claims of a paper the config has no experiment, table or figure of: why each reads "not run".
+NO_EXPERIMENT = (
+    "This config has none of the paper's experiments: its claims read “not run” here; "
+    "`config.yaml` runs them."
+)
 LAYOUT_TEXT = (
     "One section per paper, in the papers' order: its claims with their verdicts (a tally above them), "
     "its tables, its figures in the paper's numbering, and where this run deviates from the authors' "
