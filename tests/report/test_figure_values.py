@@ -56,7 +56,7 @@ def test_the_synthetic_rank_one_claim_is_decided_over_the_seeds(tmp_path):
         ({0: 3, 1: 3, 2: 3}, NOT_REPRODUCED, "= 3 (claimed < 1.5, ±0 over 3 seeds: not reproduced)"),
         ({0: 1, 1: 1, 2: 1}, REPRODUCED, ""),
         ({0: 1, 1: 2, 2: 1}, UNDECIDED, "±1.43 over 3 seeds: undecided"),
-        ({0: 1}, UNDECIDED, ""),  # one seed: no interval
+        ({0: 3}, UNDECIDED, "= 3 (claimed < 1.5, ±? over 1 seed: undecided)"),  # one seed: no interval
     ]:
         write(tmp_path, "oar_synthetic/table2_numbers", synthetic(ranks))
         result = evaluate_claim(c, pd.DataFrame(), g)

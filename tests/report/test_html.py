@@ -347,7 +347,10 @@ def _grid(markdown: str) -> Table:
     header, rule, *lines = markdown.splitlines()
     right = next(i for i, r in enumerate(rule.strip("|").split("|")) if r.endswith(":"))
     rows = [
-        [Cell(c, "not-configured") if c == "not configured" else c for c in line[2:-2].split(" | ")]
+        [
+            Cell(c, "not-configured") if c in ("not configured", "not evaluated") else c
+            for c in line[2:-2].split(" | ")
+        ]
         for line in lines
     ]
     return Table(header[2:-2].split(" | "), rows, right, labels=right if right >= 2 else 0)
@@ -429,6 +432,9 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
     # with L_mpt's "not run" gone too, BERT-base TR.Avg folds as well; the stand-in's column stays
     both = render_html([_grid(STAND_IN_GRID.replace("not run", "not configured"))], tmp_path)
     assert "2 columns not configured by this preset: BERT-base STS.Avg, BERT-base TR.Avg (2 of 3" in both
+    # a task evaluation.tasks leaves out ("not evaluated", cpu.yaml's TR.Avg) folds too, and the line says so
+    unscored = render_html([_grid(STAND_IN_GRID.replace("not run", "not evaluated"))], tmp_path)
+    assert "6 rows not configured or not evaluated by this preset: L_mpt, L_dcl (2 of 3" in unscored
 
 
 def test_see_links_go_to_the_table_or_figure_on_the_page(tmp_path):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from contrastlab import config as cl_config
-from contrastlab.blocks import cell_text, to_markdown
+from contrastlab.blocks import Heading, cell_text, to_markdown
 from contrastlab.config import Grid, paper_of
 from contrastlab.paths import REPO_ROOT
-from contrastlab.report.sections import figure_order, grid_block, summarize
+from contrastlab.report.sections import figure_order, grid_block, report_blocks, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
 from contrastlab.tables.render import to_markdown as table_page
@@ -27,14 +27,14 @@ def test_summary_counts_delta_cells_and_verdicts_under_different_words():
     assert "compared" not in summary and not any("compared" in v for v in summary.values())
     assert summary["verdicts"] == "1" and summary["mean abs Δ"] == "–"
     assert summary["note"] == (
-        "Δ cells: 0 (run, with a published number for their own backbone); 1 cells on backbones not in "
+        "Δ cells: 0 (run, with a published number for their own backbone); 1 cell on backbones not in "
         "the paper, 1 of them with a verdict against a stand-in backbone's number; 2 cells not evaluated "
         "(their tasks are not in evaluation.tasks)"
     )
     assert summary["not run"] == "0"  # the preset's TR.Avg cells are not evaluated, not "not run"
 
 
-def test_a_task_the_config_leaves_out_reads_not_evaluated_not_not_run():
+def test_a_task_the_config_leaves_out_reads_not_evaluated_not_not_run(tmp_path):
     """The cpu preset leaves five transfer tasks out of evaluation.tasks: its run cell's TR.Avg columns can
     never fill, so they say "not evaluated" (legend, greyed in the HTML; the summary: test above), not "not
     run"."""
@@ -45,6 +45,26 @@ def test_a_task_the_config_leaves_out_reads_not_evaluated_not_not_run():
     assert "| 74.71 | not evaluated | not evaluated |" in page and "not evaluated: the cell's task" in page
     cells = [c for row in grid_block(table).rows for c in row if cell_text(c) == "not evaluated"]
     assert len(cells) == 2 and all(c.kind == "not-configured" for c in cells)
+    # the report's guide says so too, in the singular for one cell, and names no "your own losses" section
+    run = dict(metrics_root=tmp_path, grid=None, results_dir=None, metrics=None)
+    built = [(table, {e: tmp_path / f"t.{e}" for e in ("md", "csv", "tex")})]
+    text = to_markdown(report_blocks(built, tmp_path, **run)) + to_markdown(
+        report_blocks(built, tmp_path, **run, sections=[Heading(2, "x")])  # the comparison tables' section
+    )
+    assert "grid, “not evaluated” where `evaluation.tasks` leaves out their task)" in text
+    assert "; 1 cell on backbones not in the paper;" in text and "Then the precision of every" in text
+    assert text.count("your own losses") == 1 and "Then your own losses, the precision" in text
+    # the papers cpu.yaml has no experiment of say why their claims read "not run"
+    from contrastlab.report.sections import claims_sections, projected_cost
+
+    per_paper = claims_sections(Grid(config), metrics, tmp_path, {}, [])[2]
+    said = [p for p, blocks in per_paper.items() if "none of the paper's experiments" in to_markdown(blocks)]
+    assert said == ["li2024", "macl", "oar"]
+    # the cost's sentence in the cost tables' precision (it said "0.0 GPU-h" above a table of 0.03)
+    assert (
+        "; 0.03 GPU-h for the whole grid, and 1 SentEval probe job on the CPU (0.04 h"
+        in projected_cost(Grid(config))[1]
+    )
 
 
 def test_papers_and_figures_in_the_papers_order():
@@ -220,4 +240,4 @@ def test_a_stand_in_setting_that_differs_from_the_number_shown_is_marked_and_cou
     report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     grid = report.split("#### Li et al. 2024, Table 6: hyperparameters, BERT-base\n\n", 1)[1].split("\n\n")[0]
     assert "|  |  | config | 16 ≠ | 3e-5 ≠ | 0.30 | 5e-2 | 1.75 |" in grid.splitlines()
-    assert "config vs paper: 3 match, 2 differ" in report
+    assert "config vs paper: 3 match, 2 differ" in report and "(≠ after a setting that differs" in report

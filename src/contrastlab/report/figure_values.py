@@ -329,7 +329,8 @@ def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
         width = f"±{p.half_width:.2g}" if math.isfinite(p.half_width) else "error unknown (one batch)"
         mc = f", Monte-Carlo {width}: {p.status}" if spec.get("error") else ""
         if spec.get("noise") == "seeds":
-            mc = f", ±{p.half_width:.3g} over {p.seeds} seeds: {p.status}"
+            width = f"±{p.half_width:.3g}" if math.isfinite(p.half_width) else "±?"
+            mc = f", {width} over {p.seeds} seed{'s' * (p.seeds != 1)}: {p.status}"
         if spec.get("at", "every") == "every":  # the label says how many rows meet the bound
             texts.append(f"{where}{label} (worst {p.diff:.4g}{mc})")
         else:

@@ -59,6 +59,13 @@ def _groups(table: Table) -> list[tuple[str, list[int], dict[int, str]]]:
     return groups
 
 
+def _why(rows) -> str:
+    """What a fold line says of its cells: "not evaluated" ones (their task is not in evaluation.tasks) fold
+    with the "not configured" ones, and the line names both where there are any."""
+    unscored = any(cell_text(cell) == "not evaluated" for row in rows for cell in row)
+    return f"not configured{' or not evaluated' * unscored} by this preset"
+
+
 def _listed(names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + f" and {len(names) - 8} more"
 
@@ -88,14 +95,14 @@ def fold(table: Table) -> FoldedGrid:
         named = [h.lower() for h in table.header[: labels - 1] if h.lower() != "parameter"]
         noun = GROUP_NOUNS.get(named[-1] if named else "", "groups of rows")
         count = sum(len(members) for _, members in folded)
-        of = f"{len(names)} of {len(groups)} {noun}"
-        text = f"{count} rows not configured by this preset: {_listed(names)} ({of}; "
+        of = f"{_listed(names)} ({len(names)} of {len(groups)} {noun}"
+        text = f"{count} rows {_why(rows[i] for _, members in folded for i in members)}: {of}; "
         grid.lines.append((f"{text}the table's own files keep every row)", ", ".join(names)))
     if gone:
         columns = [table.header[j] for j in gone]
         noun = "column" if len(gone) == 1 else "columns"
-        of = f"{len(gone)} of {len(table.header) - labels} columns"
-        text = f"{len(gone)} {noun} not configured by this preset: {_listed(columns)} ({of}; "
+        of = f"{_listed(columns)} ({len(gone)} of {len(table.header) - labels} columns"
+        text = f"{len(gone)} {noun} {_why([rows[i][j] for j in gone] for i in kept_rows)}: {of}; "
         grid.lines.append((f"{text}the table's own files keep every column)", ", ".join(columns)))
     return grid
 
