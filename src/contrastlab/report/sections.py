@@ -472,10 +472,8 @@ def claims_sections(
                 }
             )
         claims = [Heading(3, "Claims"), Tally("Tally: ", verdict_tally(own), len(own)), rows_table(rows)]
-        if not any(
-            paper_of(n) == paper for n in [*grid.every_experiment, *pages]
-        ):  # cpu.yaml's Li, MACL, OAR
-            claims.insert(2, Paragraph(NO_EXPERIMENT))
+        if not any(paper_of(name) == paper for name in [*grid.every_experiment, *pages]):
+            claims.insert(2, Paragraph(NO_EXPERIMENT))  # cpu.yaml's Li, MACL, OAR
         per_paper[paper] = claims
     return answer, _claims_guide(), per_paper
 
