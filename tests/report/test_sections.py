@@ -126,6 +126,10 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
     row = f"| backbone | `google-bert/bert-base-uncased` | commit `{commit}` | sha256 abababababab… | 2 |"
     assert row in table
     assert "| corpus | text | 1,000,000 lines | sha256 cdcdcdcdcdcdcdcd | 2 |" in table
+    lock = tmp_path / "artifacts.lock.json"  # make cpu and make demo download nothing: they write no lock
+    assert f"so no `{lock}` was written" in to_markdown(input_blocks(tmp_path / "metrics", str(lock)))
+    lock.write_text("{}")
+    assert f"pinned in `{lock}` (commit it" in to_markdown(input_blocks(tmp_path / "metrics", str(lock)))
     assert input_blocks(tmp_path / "empty") == []
 
 

@@ -128,6 +128,11 @@ def test_presets_and_overrides_are_detected(repo_root):
     demo = cl_config.load(repo_root / "config" / "demo.yaml")
     settings = {d["setting"] for d in detected(Grid(demo), "nie2023")}
     assert settings == {"evaluation mode", "max_steps", "seeds", "backbones"}
+    # cpu.yaml's evaluation.tasks leave 5 of the 14 out (demo.yaml's and config.yaml's: none): a row says so
+    cpu = cl_config.load(repo_root / "config" / "cpu.yaml")
+    (row,) = [d for d in detected(Grid(cpu), "nie2023") if d["setting"] == "evaluation tasks"]
+    assert row["ours"] == "9 of 14: without MR, SUBJ, MPQA, SST2, MRPC"
+    assert row["why"] == "a quick preset; the left-out tasks and TR.Avg are not evaluated"
     fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})
     (item,) = detected(Grid(fast), "li2024")
     assert item["setting"] == "precision" and "bf16" in item["ours"]

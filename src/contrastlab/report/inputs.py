@@ -172,13 +172,19 @@ def input_blocks(
     if not rows and not environment:
         return []
     blocks: list = [Heading(2, "Inputs")]
-    if rows:
+    if rows:  # a run of local data and offline backbones (make cpu, make demo) downloads nothing: no lock
+        pinned = (
+            f"Every download and hub revision is pinned in `{lock}` (commit it to share these inputs byte "
+            "for byte)."
+            if Path(lock).exists()
+            else f"Nothing was downloaded or resolved on the hub (local data, offline backbones), so no "
+            f"`{lock}` was written."
+        )
         blocks += [
             Paragraph(
                 "What the finished cells read, from their metrics files: each backbone's resolved revision "
                 "(or package version) and weights' sha256, the corpus's and the evaluation data's digests. "
-                f"Every download and hub revision is pinned in `{lock}` (commit it to share these inputs "
-                "byte for byte)."
+                + pinned
             ),
             rows_table(rows),
         ]

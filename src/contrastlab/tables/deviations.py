@@ -2,8 +2,8 @@
 
 One list per experiment: the config's ``experiments.<name>.deviations`` (written by hand: what the
 paper did, what we do, and why); those that follow from the config the run used (a
-``precision_override``, an evaluation ``mode`` other than ``test``, shortened training, fewer seeds
-than the paper's runs, backbones the paper does not have); and the experiment's hyperparameter search
+``precision_override``, an evaluation ``mode`` other than ``test`` or ``tasks`` short of the 14, shortened
+training, fewer seeds than the paper's runs, backbones the paper does not have); and its search's rows
 (:func:`search_rows`). Each table's Markdown and ``report.md`` list them ("none" when empty);
 ``docs/deviations.md`` is :func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
 
@@ -18,6 +18,7 @@ from typing import Any
 from contrastlab import search as cl_search
 from contrastlab.blocks import Heading, Paragraph, Table, literals_of, rows_table, to_markdown
 from contrastlab.config import Grid, load, setting_value
+from contrastlab.senteval.protocol import STS_TASKS, TASKS, TRANSFER_TASKS
 from contrastlab.tables.published import TABLES, load_meta, paper_backbones
 from contrastlab.tables.search import off_grid, published_hparams, stage_axes
 
@@ -47,6 +48,12 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
                 "a quick preset; transfer accuracies are not comparable to the paper's",
             )
         )
+    if missing := [t for t in TASKS if t not in (grid.options.evaluation.get("tasks") or TASKS)]:
+        avg = [a for a, g in (("STS.Avg", STS_TASKS), ("TR.Avg", TRANSFER_TASKS)) if set(g) & set(missing)]
+        ours = f"{len(TASKS) - len(missing)} of {len(TASKS)}: without {', '.join(missing)}"
+        paper = f"the {len(TASKS)} SentEval tasks ({len(STS_TASKS)} STS, {len(TRANSFER_TASKS)} transfer)"
+        why = f"a quick preset; the left-out tasks and {' and '.join(avg)} are not evaluated"
+        out.append(_row("evaluation tasks", paper, ours, why))
     for key in ("max_steps", "max_sentences"):
         values = sorted(v for v in _training_values(grid, experiment, key) if v is not None)
         if values:
