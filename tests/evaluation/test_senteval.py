@@ -57,6 +57,14 @@ def test_bad_arguments(fixture_dir, encoder):
     assert not encoder.calls  # refused before any encoding
 
 
+def test_no_tasks_scores_nothing_and_never_calls_encode(fixture_dir, encoder):
+    # a tokenizer given [] may raise: an empty task list is no encoding at all
+    assert S.evaluate(encoder, fixture_dir, [], "fasttest") == {}
+    assert not encoder.calls
+    with pytest.raises(ValueError, match="unknown mode"):
+        S.evaluate(encoder, fixture_dir, [], "quick")  # the mode is still checked
+
+
 def test_protocol_md_task_names_and_one_task_as_a_string(fixture_dir, encoder):
     """protocol.md §4's STS-B and SICK-R are answered under those names; one task may be a string."""
     want = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "test").values()

@@ -183,10 +183,8 @@ def _embed_inputs(
     def embed(batch: list[str]) -> np.ndarray:
         return _check_embeddings(encode(batch), len(batch)) if cache is None else cache.get(batch, encode)
 
-    embeddings = embed(sentences)
-    if more:
-        embeddings = np.concatenate([embeddings, embed(more)])
-    return sentences + more, embeddings
+    parts = [embed(batch) for batch in (sentences, more) if batch]  # no tasks: no encode([]) call
+    return sentences + more, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
 
 def _task_inputs(data_dir: str | Path, tasks: Iterable[str], mode: str) -> tuple[dict[str, Any], list[str]]:
