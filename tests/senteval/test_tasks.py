@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -93,3 +94,22 @@ def test_truncated_and_missing_files_fail_with_one_line_naming_them(tmp_path, fi
         T.load_binary(root, "MR")
     with pytest.raises(T.SentEvalDataError, match="no SentEval data"):
         T.load_binary(tmp_path / "nowhere", "MR")
+
+
+def test_a_damaged_file_error_ends_with_the_fix(tmp_path, fixture_dir):
+    root = tmp_path / "t"
+    shutil.copytree(fixture_dir, root)
+    dev = root / "downstream/STS/STSBenchmark/sts-dev.csv"
+    dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-2]))
+    with pytest.raises(
+        T.SentEvalDataError, match=r"truncated.*; write the fixture again \(.*write_senteval_fixture\)$"
+    ):
+        T.load_sts_pairs(root, "STSBenchmark", "dev")
+    (root / "downstream" / P.COUNTS_MANIFEST).unlink()  # SentEval's own files: the tar restores them
+    inside = re.escape(str(root / "downstream"))
+    fix = rf"; restore it from senteval.tar, unpacked inside {inside} \(.*downloads/\)$"
+    with pytest.raises(T.SentEvalDataError, match=rf"sts-dev.csv: .* rows, expected 1500 .*{fix}"):
+        T.load_sts_pairs(root, "STSBenchmark", "dev")
+    (root / "downstream/TREC/train_5500.label").write_text("no colon here\n" * 5452)
+    with pytest.raises(T.SentEvalDataError, match=rf"row 1 is not 'CLASS:fine question'{fix}"):
+        T.load_trec(root, "train")
