@@ -65,6 +65,31 @@ def test_no_tasks_scores_nothing_and_never_calls_encode(fixture_dir, encoder):
         S.evaluate(encoder, fixture_dir, [], "quick")  # the mode is still checked
 
 
+def test_what_encode_returns_is_taken_or_refused_in_one_line(fixture_dir, encoder):
+    torch = pytest.importorskip("torch")
+    want = S.evaluate(encoder, fixture_dir, ["STS12"], "test")
+    assert S.evaluate(lambda s: encoder(s).tolist(), fixture_dir, ["STS12"], "test") == want
+    as_tensor = S.evaluate(
+        lambda s: torch.tensor(encoder(s), requires_grad=True), fixture_dir, ["STS12"], "test"
+    )
+    assert as_tensor == want  # a torch tensor (with grad, on any device) is taken as its values
+
+    def nan_for_one(sentences):
+        out = encoder(sentences)
+        out[3] = np.nan
+        return out
+
+    bad = {
+        r"NaN or inf in 1 of .* rows \(first: .*\); fix the encoder": nan_for_one,
+        r"shape \(2, 3\); expected \(.*, d\): encode must return one row per": lambda s: np.zeros((2, 3)),
+        "encode returned a list that is not an array of numbers; return": lambda s: [["a", "b"]] * len(s),
+    }
+    for message, encode in bad.items():
+        with pytest.raises(ValueError, match=message) as info:
+            S.evaluate(encode, fixture_dir, ["STS12"], "test")
+        assert "\n" not in str(info.value)
+
+
 def test_protocol_md_task_names_and_one_task_as_a_string(fixture_dir, encoder):
     """protocol.md §4's STS-B and SICK-R are answered under those names; one task may be a string."""
     want = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "test").values()
