@@ -54,35 +54,22 @@ def test_bad_arguments(fixture_dir, encoder):
         S.evaluate(encoder, fixture_dir, ["MR"], "quick")
     with pytest.raises(ValueError, match="expected"):
         S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
+    assert S.evaluate(encoder, fixture_dir, [], "fasttest") == {}  # no encode([]): a tokenizer may refuse it
     assert not encoder.calls  # refused before any encoding
-
-
-def test_no_tasks_scores_nothing_and_never_calls_encode(fixture_dir, encoder):
-    # a tokenizer given [] may raise: an empty task list is no encoding at all
-    assert S.evaluate(encoder, fixture_dir, [], "fasttest") == {}
-    assert not encoder.calls
-    with pytest.raises(ValueError, match="unknown mode"):
-        S.evaluate(encoder, fixture_dir, [], "quick")  # the mode is still checked
 
 
 def test_what_encode_returns_is_taken_or_refused_in_one_line(fixture_dir, encoder):
     torch = pytest.importorskip("torch")
     want = S.evaluate(encoder, fixture_dir, ["STS12"], "test")
-    assert S.evaluate(lambda s: encoder(s).tolist(), fixture_dir, ["STS12"], "test") == want
-    as_tensor = S.evaluate(
-        lambda s: torch.tensor(encoder(s), requires_grad=True), fixture_dir, ["STS12"], "test"
-    )
-    assert as_tensor == want  # a torch tensor (with grad, on any device) is taken as its values
-
-    def nan_for_one(sentences):
-        out = encoder(sentences)
-        out[3] = np.nan
-        return out
-
+    for wrap in (lambda e: e.tolist(), lambda e: torch.tensor(e, requires_grad=True)):  # taken as values
+        assert S.evaluate(lambda s, wrap=wrap: wrap(encoder(s)), fixture_dir, ["STS12"], "test") == want
     bad = {
-        r"NaN or inf in 1 of .* rows \(first: .*\); fix the encoder": nan_for_one,
-        r"shape \(2, 3\); expected \(.*, d\): encode must return one row per": lambda s: np.zeros((2, 3)),
-        "encode returned a list that is not an array of numbers; return": lambda s: [["a", "b"]] * len(s),
+        r"NaN or inf in 1 of .* rows \(first: .*\); fix the encoder": lambda s: [
+            *encoder(s)[1:],
+            [np.nan] * 16,
+        ],
+        r"shape \(2, 3\) of float64; expected \(.*, d\) floats: encode must": lambda s: np.zeros((2, 3)),
+        r"shape \(.*, 2\) of <U1; expected \(.*, d\) floats: encode must": lambda s: [["a", "b"]] * len(s),
     }
     for message, encode in bad.items():
         with pytest.raises(ValueError, match=message) as info:

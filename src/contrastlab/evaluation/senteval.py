@@ -125,31 +125,23 @@ def lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
 
 
 def _check_embeddings(emb: Any, sentences: list[str]) -> np.ndarray:
-    """What ``encode(sentences)`` returned as float32 [n, d] (a torch tensor, on any device, with or
-    without grad, as its values); ValueError in one line when it is not one finite row per sentence."""
+    """``encode(sentences)``'s result as float32 [n, d] (a torch tensor, from any device, as its values);
+    ValueError in one line, with the fix, unless it is one row of finite numbers per sentence."""
     if hasattr(emb, "detach"):  # torch: np.asarray refuses a CUDA tensor or one that requires grad
         emb = emb.detach().float().cpu().numpy()
-    try:
-        emb = np.asarray(emb, dtype=np.float32)
-    except (TypeError, ValueError):
+    emb, n = np.asarray(emb), len(sentences)
+    if emb.ndim != 2 or emb.shape[0] != n or not np.issubdtype(emb.dtype, np.number):
         raise ValueError(
-            f"encode returned a {type(emb).__name__} that is not an array of numbers; return an "
-            "np.ndarray [n, d] of floats, one row per sentence"
-        ) from None
-    n = len(sentences)
-    if emb.ndim != 2 or emb.shape[0] != n:
-        raise ValueError(
-            f"encode returned shape {emb.shape}; expected ({n}, d): encode must return one row per "
-            "sentence it is given"
+            f"encode returned shape {emb.shape} of {emb.dtype}; expected ({n}, d) floats: encode must "
+            "return an np.ndarray with one row per sentence it is given"
         )
-    bad = ~np.isfinite(emb).all(axis=1)
-    if bad.any():
-        first = sentences[int(bad.argmax())]
+    bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
+    if len(bad):
         raise ValueError(
-            f"encode returned NaN or inf in {bad.sum()} of {n} rows (first: {first!r:.80}); fix the "
-            "encoder (an empty sentence under mean pooling? fp16 overflow?)"
+            f"encode returned NaN or inf in {len(bad)} of {n} rows (first: {sentences[bad[0]]!r:.80}); fix "
+            "the encoder (an empty sentence under mean pooling? fp16 overflow?)"
         )
-    return emb
+    return emb.astype(np.float32, copy=False)
 
 
 class EmbeddingCache:

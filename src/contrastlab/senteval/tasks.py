@@ -68,8 +68,7 @@ def downstream_root(data_dir: str | Path) -> Path:
 
 
 def _damaged(path: Path, problem: str) -> SentEvalDataError:
-    """The one-line error of a missing or damaged file ``path``, ending with the fix: the generated
-    fixture (a tree with a counts manifest) is written again, SentEval's files come from senteval.tar."""
+    """The one-line error of a missing or damaged file ``path``, ending with its fix."""
     root = next((p for p in path.parents if p.name == "downstream"), path.parent)
     if (root / P.COUNTS_MANIFEST).exists():
         fix = "write the fixture again (contrastlab.data.fixtures.write_senteval_fixture)"
