@@ -54,7 +54,27 @@ def test_bad_arguments(fixture_dir, encoder):
         S.evaluate(encoder, fixture_dir, ["MR"], "quick")
     with pytest.raises(ValueError, match="expected"):
         S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
+    assert S.evaluate(encoder, fixture_dir, [], "fasttest") == {}  # no encode([]): a tokenizer may refuse it
     assert not encoder.calls  # refused before any encoding
+
+
+def test_what_encode_returns_is_taken_or_refused_in_one_line(fixture_dir, encoder):
+    torch = pytest.importorskip("torch")
+    want = S.evaluate(encoder, fixture_dir, ["STS12"], "test")
+    for wrap in (lambda e: e.tolist(), lambda e: torch.tensor(e, requires_grad=True)):  # taken as values
+        assert S.evaluate(lambda s, wrap=wrap: wrap(encoder(s)), fixture_dir, ["STS12"], "test") == want
+    bad = {
+        r"NaN or inf in 1 of .* rows \(first: .*\); fix the encoder": lambda s: [
+            *encoder(s)[1:],
+            [np.nan] * 16,
+        ],
+        r"shape \(2, 3\) of float64; expected \(.*, d\) floats: encode must": lambda s: np.zeros((2, 3)),
+        r"shape \(.*, 2\) of <U1; expected \(.*, d\) floats: encode must": lambda s: [["a", "b"]] * len(s),
+    }
+    for message, encode in bad.items():
+        with pytest.raises(ValueError, match=message) as info:
+            S.evaluate(encode, fixture_dir, ["STS12"], "test")
+        assert "\n" not in str(info.value)
 
 
 def test_protocol_md_task_names_and_one_task_as_a_string(fixture_dir, encoder):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -76,10 +77,11 @@ def test_truncated_and_missing_files_fail_with_one_line_naming_them(tmp_path, fi
     shutil.copytree(fixture_dir, root)
     pos = root / "downstream/MR/rt-polarity.pos"
     pos.write_text("".join(pos.read_text().splitlines(keepends=True)[:10]))
+    fixture = "(contrastlab.data.fixtures.write_senteval_fixture)"
     with pytest.raises(T.SentEvalDataError) as info:
         T.load_binary(root, "MR")
     assert "rt-polarity.pos" in str(info.value) and "truncated" in str(info.value)
-    assert "\n" not in str(info.value)
+    assert "\n" not in str(info.value) and str(info.value).endswith("; write the fixture again " + fixture)
     gold = root / "downstream/STS/STS15-en-test/STS.gs.images.txt"
     gold.write_text("".join(gold.read_text().splitlines(keepends=True)[:4]))
     with pytest.raises(T.SentEvalDataError, match="STS.gs.images.txt: truncated"):
@@ -89,7 +91,9 @@ def test_truncated_and_missing_files_fail_with_one_line_naming_them(tmp_path, fi
         T.load_trec(root, "test")
     # without the fixture's counts manifest, protocol.md's counts apply
     (root / "downstream" / P.COUNTS_MANIFEST).unlink()
-    with pytest.raises(T.SentEvalDataError, match="expected 5331"):
+    inside = re.escape(str(root / "downstream"))
+    fix = rf"; restore it from senteval.tar, unpacked inside {inside} \(.*/downloads/\)$"
+    with pytest.raises(T.SentEvalDataError, match="expected 5331 .*" + fix):
         T.load_binary(root, "MR")
     with pytest.raises(T.SentEvalDataError, match="no SentEval data"):
         T.load_binary(tmp_path / "nowhere", "MR")

@@ -124,10 +124,23 @@ def lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
     return lookup
 
 
-def _check_embeddings(emb: Any, n: int) -> np.ndarray:
-    emb = np.asarray(emb)
-    if emb.ndim != 2 or emb.shape[0] != n:
-        raise ValueError(f"encode returned shape {emb.shape}; expected ({n}, d)")
+def _check_embeddings(emb: Any, sentences: list[str]) -> np.ndarray:
+    """``encode(sentences)``'s result as float32 [n, d] (a torch tensor, from any device, as its values);
+    ValueError in one line, with the fix, unless it is one row of finite numbers per sentence."""
+    if hasattr(emb, "detach"):  # torch: np.asarray refuses a CUDA tensor or one that requires grad
+        emb = emb.detach().float().cpu().numpy()
+    emb, n = np.asarray(emb), len(sentences)
+    if emb.ndim != 2 or emb.shape[0] != n or not np.issubdtype(emb.dtype, np.number):
+        raise ValueError(
+            f"encode returned shape {emb.shape} of {emb.dtype}; expected ({n}, d) floats: encode must "
+            "return an np.ndarray with one row per sentence it is given"
+        )
+    bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
+    if len(bad):
+        raise ValueError(
+            f"encode returned NaN or inf in {len(bad)} of {n} rows (first: {sentences[bad[0]]!r:.80}); fix "
+            "the encoder (an empty sentence under mean pooling? fp16 overflow?)"
+        )
     return emb.astype(np.float32, copy=False)
 
 
@@ -154,7 +167,7 @@ class EmbeddingCache:
         known = {s: i for i, s in enumerate(self.sentences)}
         missing = [s for s in dict.fromkeys(sentences) if s not in known]
         if missing:
-            new = _check_embeddings(encode(missing), len(missing))
+            new = _check_embeddings(encode(missing), missing)
             self.embeddings = new if self.embeddings is None else np.concatenate([self.embeddings, new])
             self.sentences = self.sentences + missing
             self._save()
@@ -181,12 +194,10 @@ def _embed_inputs(
     cache = None if cache_dir is None else EmbeddingCache(cache_dir, key or "encode")
 
     def embed(batch: list[str]) -> np.ndarray:
-        return _check_embeddings(encode(batch), len(batch)) if cache is None else cache.get(batch, encode)
+        return _check_embeddings(encode(batch), batch) if cache is None else cache.get(batch, encode)
 
-    embeddings = embed(sentences)
-    if more:
-        embeddings = np.concatenate([embeddings, embed(more)])
-    return sentences + more, embeddings
+    parts = [embed(batch) for batch in (sentences, more) if batch]  # no tasks: no encode([]) call
+    return sentences + more, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
 
 def _task_inputs(data_dir: str | Path, tasks: Iterable[str], mode: str) -> tuple[dict[str, Any], list[str]]:
@@ -268,7 +279,7 @@ def alignment_uniformity(
     pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
     keep = pairs.gold >= min_score
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
-    emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
+    emb = _check_embeddings(encode_or_embeddings(unique), unique)
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = lookup_from(unique, emb)
     za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)

@@ -67,10 +67,21 @@ def downstream_root(data_dir: str | Path) -> Path:
     )
 
 
+def _damaged(path: Path, problem: str) -> SentEvalDataError:
+    """The one-line error of a missing or damaged file ``path``, ending with its fix."""
+    root = next((p for p in path.parents if p.name == "downstream"), path.parent)
+    if (root / P.COUNTS_MANIFEST).exists():
+        fix = "write the fixture again (contrastlab.data.fixtures.write_senteval_fixture)"
+    else:  # not --forcerun senteval_data: its new marker would retrain every cell (mtime rerun trigger)
+        fix = f"restore it from senteval.tar, unpacked inside {root} "
+        fix += "(the workflow keeps it in <resources_dir>/downloads/)"
+    return SentEvalDataError(f"{problem}; {fix}")
+
+
 def _path(root: Path, rel: str) -> Path:
     path = root / rel
     if not path.is_file():
-        raise SentEvalDataError(f"missing SentEval file {path}")
+        raise _damaged(path, f"missing SentEval file {path}")
     return path
 
 
@@ -85,7 +96,7 @@ def _check_rows(root: Path, rel: str, found: int) -> None:
         raise SentEvalDataError(f"no expected row count for {root / rel} (counts manifest incomplete)")
     if found != want:
         what = "truncated" if found < want else "longer than expected"
-        raise SentEvalDataError(f"{root / rel}: {found} rows, expected {want} ({what} or wrong file)")
+        raise _damaged(root / rel, f"{root / rel}: {found} rows, expected {want} ({what} or wrong file)")
 
 
 def _splitlines(path: Path, encoding: str) -> list[str]:
@@ -99,8 +110,8 @@ def _join(text: str) -> str:
 
 def _field(path: Path, row: int, fields: list[str], index: int) -> str:
     if index >= len(fields):
-        raise SentEvalDataError(
-            f"{path}: row {row + 1} has {len(fields)} tab-separated fields, needs {index + 1}"
+        raise _damaged(
+            path, f"{path}: row {row + 1} has {len(fields)} tab-separated fields, needs {index + 1}"
         )
     return fields[index]
 
@@ -109,7 +120,7 @@ def _float(path: Path, row: int, value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise SentEvalDataError(f"{path}: row {row + 1}: score {value!r} is not a number") from None
+        raise _damaged(path, f"{path}: row {row + 1}: score {value!r} is not a number") from None
 
 
 def _sorted_labelled(samples: list[tuple[str, int]]) -> Labelled:
@@ -157,9 +168,10 @@ def load_sts_subsets(data_dir: str | Path, task: str) -> list[Pairs]:
         raw_gold = _splitlines(gold_path, "utf-8")
         if len(rows) != len(raw_gold):
             short = input_path if len(rows) < len(raw_gold) else gold_path
-            raise SentEvalDataError(
+            raise _damaged(
+                short,
                 f"{short}: truncated ({input_path.name} has {len(rows)} rows, "
-                f"{gold_path.name} {len(raw_gold)})"
+                f"{gold_path.name} {len(raw_gold)})",
             )
         keep = [i for i, g in enumerate(raw_gold) if g != ""]
         _check_rows(root, gold_rel, len(keep))
@@ -218,7 +230,7 @@ def load_sst2(data_dir: str | Path, split: str) -> Labelled:
         fields = line.strip().split("\t")
         label = _field(path, i, fields, 1)
         if label not in ("0", "1"):
-            raise SentEvalDataError(f"{path}: row {i + 1}: label {label!r} is not 0 or 1")
+            raise _damaged(path, f"{path}: row {i + 1}: label {label!r} is not 0 or 1")
         samples.append((_join(fields[0]), int(label)))
     return _sorted_labelled(samples)
 
@@ -232,7 +244,7 @@ def load_trec(data_dir: str | Path, split: str) -> Labelled:
         target, sep, rest = line.strip().partition(":")
         words = rest.split(" ", 1)
         if not sep or target not in index or len(words) < 2:
-            raise SentEvalDataError(f"{path}: row {i + 1} is not 'CLASS:fine question'")
+            raise _damaged(path, f"{path}: row {i + 1} is not 'CLASS:fine question'")
         samples.append((_join(words[1]), index[target]))
     return _sorted_labelled(samples)
 
@@ -245,7 +257,7 @@ def load_mrpc(data_dir: str | Path, split: str) -> LabelledPairs:
         fields = line.strip().split("\t")
         label = _field(path, i + 1, fields, 0)
         if label not in ("0", "1"):
-            raise SentEvalDataError(f"{path}: row {i + 2}: label {label!r} is not 0 or 1")
+            raise _damaged(path, f"{path}: row {i + 2}: label {label!r} is not 0 or 1")
         rows.append(
             (_join(_field(path, i + 1, fields, 3)), _join(_field(path, i + 1, fields, 4)), int(label))
         )
