@@ -106,14 +106,15 @@ Content = str | Cell | Verdict | list | object
 
 @dataclass
 class Table:
-    """A table: ``header``, ``rows`` of cells (:data:`Content`), the columns from ``right`` on
-    right-aligned (None: none); ``labels``: a paper grid's label columns (the last the row's role, "paper"
+    """A table: ``header``, ``rows`` of cells (:data:`Content`), the columns from ``right`` to ``left`` (None:
+    none; the last) right-aligned; ``labels``: a paper grid's label columns (the last the row's role, "paper"
     on the published rows), 0 for any other table. No rows: the Markdown reads "none"."""
 
     header: list[str]
     rows: list[list]
     right: int | None = None
     labels: int = 0
+    left: int | None = None
 
 
 @dataclass
@@ -262,8 +263,8 @@ def _table_lines(table: Table, literals: Iterable[str] = ()) -> list[str]:
     def cell(content: Content) -> str:  # one line, "|" escaped: free text cannot break the table
         return escape_markdown(" ".join(cell_text(content).split()), literals).replace("|", "\\|")
 
-    right = len(table.header) if table.right is None else table.right
-    rule = ["---:" if i >= right else "---" for i in range(len(table.header))]
+    right, left = table.right, table.left or len(table.header)
+    rule = ["---:" if right is not None and right <= i < left else "---" for i in range(len(table.header))]
     lines = ["| " + " | ".join(cell(h) for h in table.header) + " |", "|" + "|".join(rule) + "|"]
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
 

@@ -491,6 +491,17 @@ def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
     assert per_table == {"nie2023-table1": 6, "nie2023-table2": 3}
 
 
+def test_right_aligned_cells_hold_numbers_not_prose(demo_report):
+    """A right-aligned cell does not wrap (CSS): a paper's tables' note, a sentence, is left-aligned, so it
+    wraps in its column instead of widening the table past the page; the Markdown says the same."""
+    page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
+    right = re.findall(r'<td[^>]* style="text-align: right;">(.*?)</td>', page, re.S)
+    assert right and [cell for cell in right if len(re.sub(r"<[^>]+>", "", cell)) > 40] == []
+    assert "<td>Δ cells: 0 (run, with a published number for their own backbone)" in page
+    rule = "|---|" + "---:|" * 13 + "---|---|"
+    assert f"| note | files |\n{rule}\n" in demo_report.read_text(encoding="utf-8")
+
+
 def test_a_hyperparameter_grid_folds_per_method_not_per_parameter(tmp_path):
     table = """| Method | Parameter |  | BERT-base | tiny-bert |
 |---|---|---|---:|---:|

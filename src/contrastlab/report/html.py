@@ -321,8 +321,9 @@ class Page:
         if not table.rows:
             return "<p>none</p>"
         grid = fold(table) if table.labels else FoldedGrid(table.header, table.rows)
-        right = len(grid.header) if table.right is None else table.right
-        align = [' style="text-align: right;"' if j >= right else "" for j in range(len(grid.header))]
+        right, left = table.right, table.left or len(grid.header)
+        mark = ' style="text-align: right;"'
+        align = [mark if right is not None and right <= j < left else "" for j in range(len(grid.header))]
         head = "".join(f"<th{a}>{self.inline(h)}</th>\n" for a, h in zip(align, grid.header, strict=True))
         body = ""
         for i, row in enumerate(grid.rows):
