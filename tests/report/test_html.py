@@ -193,6 +193,23 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     assert "| | Δ | +1.20 ▲† |" in markdown.replace("|  |", "| |")
 
 
+def _contrast(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two ``#rrggbb`` colours."""
+    lin = [
+        [(c / 255 / 12.92 if c <= 10 else ((c / 255 + 0.055) / 1.055) ** 2.4) for c in bytes.fromhex(h[1:])]
+        for h in (a, b)
+    ]
+    lum = sorted(0.2126 * r + 0.7152 * g + 0.0722 * b for r, g, b in lin)
+    return (lum[1] + 0.05) / (lum[0] + 0.05)
+
+
+def test_every_badge_and_the_greyed_not_configured_cells_read_at_wcag_aa(tmp_path):
+    """Above 4.5:1: each badge's word on its colour, and a "not configured" cell's grey on a striped row."""
+    assert min(_contrast(bg, fg) for bg, fg in BADGE_COLOURS.values()) > 4.5
+    grey = re.search(r"td\.not-configured \{ color: (#[0-9a-f]{6}); \}", render_html(REPORT, tmp_path))[1]
+    assert _contrast(grey, "#fafafa") > 4.5
+
+
 def test_tally_counts_each_verdict_of_a_constructed_list():
     from contrastlab.report.answer import verdict_tally
     from contrastlab.report.claims import ClaimResult
