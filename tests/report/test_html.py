@@ -590,3 +590,12 @@ def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fo
     assert found["headline_bottom"] < found["key_top"] < fold
     assert "? undecided (too few seeds to measure the noise)" in found["key_text"]
     assert "† ours on a toy backbone standing in for the paper's" in found["key_text"]
+
+
+@needs_chromium
+def test_chromium_at_900_px_shows_the_answer_on_the_first_screen_below_a_scrolling_contents_list(demo_report):
+    """At 960 px or less the contents list sits above the page, in a box of its own that scrolls: the toy
+    warning and the first tally are still on the first screen, not three screens of links down."""
+    found = chromium.measure(demo_report.with_suffix(".html"), width=900, height=800)
+    assert found["inner_width"] == 900 and found["unresolved"] == []
+    assert found["toy_top"] < found["first_tally_top"] < found["window_height"]

@@ -124,9 +124,9 @@ details.why > div { margin-top: 0.2rem; font-size: 0.8rem; color: #444; min-widt
   .page { grid-template-columns: 13rem minmax(0, 1fr); }
   main { padding: 0.5rem 1.2rem 3rem; }
 }
-@media (max-width: 60rem) {
+@media (max-width: 60rem) {  /* the contents above the page, in a box that scrolls: the answer on screen */
   .page { display: block; }
-  nav.contents { position: static; max-height: none; border-right: none; border-bottom: 1px solid #ddd; }
+  nav.contents { position: static; max-height: 35vh; border-right: none; border-bottom: 1px solid #ddd; }
 }
 @page { size: A4 landscape; margin: 1cm; }
 @media print {
