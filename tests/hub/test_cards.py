@@ -160,6 +160,21 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     assert all("not a hub dataset" in r.dataset_name for r in results)
 
 
+def test_an_oar_encoders_card_names_the_anchor_regression_term_it_trained_with(tmp_path):
+    """An OAR cell trains InfoNCE plus OAR's anchor regression: its card names the term, tag ``oar``."""
+    from huggingface_hub import ModelCard
+
+    cell = dict(experiment="oar_cifar10", backbone="resnet18-oar")
+    for method, fraction in (("oar_infonce-lr0.5", 0.1), ("infonce-lr0.5", 0.0)):
+        settings = {"loss": "ntxent", "loss_hp": {"tau": 1.0}, "oar_fraction": fraction, "oar_weight": 1.0}
+        (tmp_path / method).mkdir()
+        out = written_card(
+            tmp_path / method, "README", {"scores": {}}, {"settings": settings}, **cell, method=method
+        )
+        named = "Orthonormal Anchor Regression" in out.read_text()
+        assert named == ("oar" in ModelCard.load(out).data.tags) == (fraction > 0), method
+
+
 def test_a_user_loss_is_named_by_its_callable_not_by_the_users_file_path(tmp_path):
     """A card is public: a user loss configured as ``/home/me/losses/my.py:my_loss`` is ``my_loss`` on it."""
     settings = {**SUMMARY["settings"], "loss": "/home/me/losses/my.py:my_loss"}

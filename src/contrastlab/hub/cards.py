@@ -362,7 +362,13 @@ def vision_model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
-    front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=paper_tags_of(experiment))
+    oar = settings.get("oar_fraction") or 0  # OAR's cells add its anchor regression term to the loss
+    tags = ("oar",) * (oar > 0) + tuple(paper_tags_of(experiment))
+    front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=tags)
+    oar_line = [
+        f"- Plus the Orthonormal Anchor Regression loss (OAR §4), weight `{settings.get('oar_weight')}`, on "
+        f"the labels of a fraction `{oar}` of the training split (its anchors: `anchors.safetensors`)"
+    ] * (oar > 0)
     names = literals_of([experiment, backbone, method], list(data))
     lines = [*_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT)]
     if metrics.get("encoder_diverged"):
@@ -382,7 +388,7 @@ def vision_model_card(
                 summary,
                 loss,
                 f"dataset `{settings.get('dataset')}`",
-                [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
+                [*oar_line, f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
             ),
             *_evaluation(
                 f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
