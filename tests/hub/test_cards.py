@@ -161,7 +161,8 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
 
 
 def test_an_oar_encoders_card_names_the_anchor_regression_term_it_trained_with(tmp_path):
-    """An OAR cell trains InfoNCE plus OAR's anchor regression: its card names the term, tag ``oar``."""
+    """An OAR cell trains InfoNCE plus OAR's anchor regression: its card names the term, tag ``oar``; a
+    width no torchvision model has loads as its usage line says."""
     from huggingface_hub import ModelCard
 
     cell = dict(experiment="oar_cifar10", backbone="resnet18-oar")
@@ -172,6 +173,10 @@ def test_an_oar_encoders_card_names_the_anchor_regression_term_it_trained_with(t
             tmp_path / method, "README", {"scores": {}}, {"settings": settings}, **cell, method=method
         )
         named = "Orthonormal Anchor Regression" in out.read_text()
+        # load_encoder returns the encoder and its settings: the usage line unpacks both, as it runs
+        assert (
+            "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)`" in out.read_text()
+        )
         assert named == ("oar" in ModelCard.load(out).data.tags) == (fraction > 0), method
 
 

@@ -418,7 +418,8 @@ def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
     else:
         usage = (
             f"No stock torchvision model has this shape (width {spec.get('width', settings.get('width'))}): "
-            "`contrastlab.training.vision.load_encoder(<this folder>)` loads it."
+            "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)` loads it (the "
+            "encoder in eval mode and its `settings.json`)."
         )
     return ["## Usage", "", usage, ""]
 
