@@ -392,8 +392,9 @@ def vision_model_card(
             ),
             *_evaluation(
                 f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
-                f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
-                "number for this backbone and method, where its table has one.",
+                f"({metrics.get('n_test', '?')} images), accuracy in percent (top-1, top-5 where named); "
+                "`embedding_variance` and `effective_rank_95` are the features' geometry, no accuracy; "
+                "published: the paper's number for this backbone and method, where its table has one.",
                 metrics,
                 published,
             ),
