@@ -86,6 +86,8 @@ def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
         assert tail == f"\n## Citation\n\n```bibtex\n{bibtex_block(papers_of(experiment))}\n```\n"
     li = card(experiment="li2024")
     assert "@misc{li2024unified," in li and "nie2023inadequacy" not in li
+    # its two tables: the paper named once, then both (in the heading and the provenance; then its BibTeX)
+    assert li.count("Towards Better Understanding") == 3 and "arXiv full version, Table 3 and Table 4." in li
 
 
 def test_a_backbone_the_paper_lacks_says_so(tmp_path):

@@ -77,12 +77,14 @@ def published_scores(experiment: str, backbone: str, method: str) -> list[dict[s
 
 
 def _papers(experiment: str) -> list[str]:
-    seen: dict[str, None] = {}
+    seen: dict[str, list[str]] = {}  # each paper once, with the experiment's tables of it
     for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "scores":
             paper = load_meta(name).get("paper", {})
-            seen[f"{str(paper.get('reference', name)).rstrip('.')}, {paper.get('table', name)}"] = None
-    return list(seen)
+            seen.setdefault(str(paper.get("reference", name)).rstrip("."), []).append(
+                str(paper.get("table", name))
+            )
+    return [f"{reference}, {' and '.join(dict.fromkeys(tables))}" for reference, tables in seen.items()]
 
 
 def _number(value: Any) -> str:
