@@ -74,6 +74,8 @@ def test_published_number_beside_ours_front_matter_settings_and_provenance():
     assert "`infonce`" in text and '{"tau": 0.05}' in text and "Precision: `fp32`" in text
     assert "`lr`: `3e-05`" in text and "Commit: `abc123`" in text and "torch 2.14.1" in text
     assert '"sha256": "f00d"' in text and "`make publish CELL=<cell> REPO=<user>/<repo>`" in text
+    # the transfer rows and tr_avg are test accuracies; only tr_devacc_avg is the dev mean Nie print
+    assert "transfer test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev" in text
 
 
 def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():

@@ -200,8 +200,9 @@ SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
 #: What a sentence card's scores are.
 SENTENCE_PROTOCOL = (
     "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
-    "accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as TR.Avg). Published: the paper's "
-    "number for this backbone and method, where its table has one."
+    "test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev accuracy, which Nie "
+    "et al. print as TR.Avg). Published: the paper's number for this backbone and method, where its table "
+    "has one."
 )
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
