@@ -168,24 +168,19 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     assert all("not a hub dataset" in r.dataset_name for r in results)
 
 
-def test_an_oar_encoders_card_names_the_anchor_regression_term_it_trained_with(tmp_path):
-    """An OAR cell trains InfoNCE plus OAR's anchor regression: its card names the term, tag ``oar``; a
-    width no torchvision model has loads as its usage line says."""
+def test_an_oar_encoders_card_names_the_anchor_regression_term_and_loads_as_it_says(tmp_path):
+    """An OAR cell trains InfoNCE plus OAR's term: its card names it, tag ``oar``; its usage line runs."""
     from huggingface_hub import ModelCard
 
-    cell = dict(experiment="oar_cifar10", backbone="resnet18-oar")
     for method, fraction in (("oar_infonce-lr0.5", 0.1), ("infonce-lr0.5", 0.0)):
-        settings = {"loss": "ntxent", "loss_hp": {"tau": 1.0}, "oar_fraction": fraction, "oar_weight": 1.0}
         (tmp_path / method).mkdir()
+        summary = {"settings": {"loss": "ntxent", "oar_fraction": fraction}}
         out = written_card(
-            tmp_path / method, "README", {"scores": {}}, {"settings": settings}, **cell, method=method
+            tmp_path / method, "R", {"scores": {}}, summary, experiment="oar_cifar10", method=method
         )
-        named = "Orthonormal Anchor Regression" in out.read_text()
-        # load_encoder returns the encoder and its settings: the usage line unpacks both, as it runs
-        assert (
-            "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)`" in out.read_text()
-        )
-        assert named == ("oar" in ModelCard.load(out).data.tags) == (fraction > 0), method
+        text, tags = out.read_text(), ModelCard.load(out).data.tags  # load_encoder: the encoder, its settings
+        assert "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)`" in text
+        assert ("Orthonormal Anchor Regression" in text) == ("oar" in tags) == bool(fraction), method
 
 
 def test_a_user_loss_is_named_by_its_callable_not_by_the_users_file_path(tmp_path):

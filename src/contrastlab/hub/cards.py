@@ -77,14 +77,13 @@ def published_scores(experiment: str, backbone: str, method: str) -> list[dict[s
 
 
 def _papers(experiment: str) -> list[str]:
-    seen: dict[str, list[str]] = {}  # each paper once, with the experiment's tables of it
+    seen: dict[str, list[str]] = {}  # each paper once, with its tables
     for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "scores":
             paper = load_meta(name).get("paper", {})
-            seen.setdefault(str(paper.get("reference", name)).rstrip("."), []).append(
-                str(paper.get("table", name))
-            )
-    return [f"{reference}, {' and '.join(dict.fromkeys(tables))}" for reference, tables in seen.items()]
+            ref = str(paper.get("reference", name)).rstrip(".")
+            seen[ref] = [*seen.get(ref, []), paper.get("table", name)]
+    return [f"{ref}, {' and '.join(dict.fromkeys(tables))}" for ref, tables in seen.items()]
 
 
 def _number(value: Any) -> str:
@@ -200,9 +199,8 @@ SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
 #: What a sentence card's scores are.
 SENTENCE_PROTOCOL = (
     "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
-    "test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev accuracy, which Nie "
-    "et al. print as TR.Avg). Published: the paper's number for this backbone and method, where its table "
-    "has one."
+    "test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev accuracy Nie et al. "
+    "print as TR.Avg). Published: the paper's number for this backbone and method, where it has one."
 )
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
@@ -264,6 +262,8 @@ def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence
         f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
         f"device: {summary.get('device_name', '?')}",
         f"- Steps: {summary.get('steps')}; {steps}",
+        *["- Plus the Orthonormal Anchor Regression loss (OAR §4) on `oar_fraction`'s labels"]
+        * bool(settings.get("oar_fraction")),
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
         *after,
     ]
@@ -365,13 +365,8 @@ def vision_model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
-    oar = settings.get("oar_fraction") or 0  # OAR's cells add its anchor regression term to the loss
-    tags = ("oar",) * (oar > 0) + tuple(paper_tags_of(experiment))
+    tags = ("oar",) * bool(settings.get("oar_fraction")) + tuple(paper_tags_of(experiment))  # OAR's term
     front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=tags)
-    oar_line = [
-        f"- Plus the Orthonormal Anchor Regression loss (OAR §4), weight `{settings.get('oar_weight')}`, on "
-        f"the labels of a fraction `{oar}` of the training split (its anchors: `anchors.safetensors`)"
-    ] * (oar > 0)
     names = literals_of([experiment, backbone, method], list(data))
     lines = [*_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT)]
     if metrics.get("encoder_diverged"):
@@ -391,7 +386,7 @@ def vision_model_card(
                 summary,
                 loss,
                 f"dataset `{settings.get('dataset')}`",
-                [*oar_line, f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
+                [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
             ),
             *_evaluation(
                 f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "

@@ -112,7 +112,6 @@ def mteb_eval_results(mteb: Iterable[MtebScore]) -> list:
         EvalResult(
             task_type="sentence-similarity" if score.task_type == "STS" else score.task_type,
             task_name=score.task_type,
-            # the Hub merges results whose dataset type, config and split agree: a stand-in's names its task
             dataset_type=f"{STANDIN} ({score.task})" if score.standin else score.dataset,
             dataset_name=f"MTEB {score.task} ({score.subset})"
             + (f" on a {STANDIN} built from local files" if score.standin else ""),
