@@ -74,6 +74,8 @@ def test_published_number_beside_ours_front_matter_settings_and_provenance():
     assert "`infonce`" in text and '{"tau": 0.05}' in text and "Precision: `fp32`" in text
     assert "`lr`: `3e-05`" in text and "Commit: `abc123`" in text and "torch 2.14.1" in text
     assert '"sha256": "f00d"' in text and "`make publish CELL=<cell> REPO=<user>/<repo>`" in text
+    # the transfer rows and tr_avg are test accuracies; only tr_devacc_avg is the dev mean Nie print
+    assert "transfer test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev" in text
 
 
 def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
@@ -86,6 +88,8 @@ def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
         assert tail == f"\n## Citation\n\n```bibtex\n{bibtex_block(papers_of(experiment))}\n```\n"
     li = card(experiment="li2024")
     assert "@misc{li2024unified," in li and "nie2023inadequacy" not in li
+    # its two tables: the paper named once, then both (in the heading and the provenance; then its BibTeX)
+    assert li.count("Towards Better Understanding") == 3 and "arXiv full version, Table 3 and Table 4." in li
 
 
 def test_a_backbone_the_paper_lacks_says_so(tmp_path):
@@ -147,6 +151,10 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
         "Top-1 accuracy, weighted kNN (knn_top1)": ("accuracy", 75.5, "uoft-cs/cifar10", "test"),
     }  # the geometry statistics are no accuracy: not in the model-index
     assert {r.task_type for r in results} == {"image-classification"}
+    assert (
+        "| embedding_variance | 3.00 |" in card_path.read_text()
+    )  # in the card's table, named as no accuracy
+    assert "`embedding_variance` and `effective_rank_95` are the features' geometry" in card_path.read_text()
     assert loaded.data.library_name == "pytorch" and "macl_vision" in loaded.data.tags
     # OAR's FFN fine-tuning at 10% of the labels, on the demo's digits: named as local data, no hub id
     metrics = {"scores": {"ffn10_top1": 57.5, "ffn10_top5": 96.0}, "probes": ["ffn"], "dataset": "digits"}
@@ -158,6 +166,21 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
         ("Top-5 accuracy, FFN fine-tuned on 10% of the labels (ffn10_top5)", 96.0, "digits"),
     ]
     assert all("not a hub dataset" in r.dataset_name for r in results)
+
+
+def test_an_oar_encoders_card_names_the_anchor_regression_term_and_loads_as_it_says(tmp_path):
+    """An OAR cell trains InfoNCE plus OAR's term: its card names it, tag ``oar``; its usage line runs."""
+    from huggingface_hub import ModelCard
+
+    for method, fraction in (("oar_infonce-lr0.5", 0.1), ("infonce-lr0.5", 0.0)):
+        (tmp_path / method).mkdir()
+        summary = {"settings": {"loss": "ntxent", "oar_fraction": fraction}}
+        out = written_card(
+            tmp_path / method, "R", {"scores": {}}, summary, experiment="oar_cifar10", method=method
+        )
+        text, tags = out.read_text(), ModelCard.load(out).data.tags  # load_encoder: the encoder, its settings
+        assert "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)`" in text
+        assert ("Orthonormal Anchor Regression" in text) == ("oar" in tags) == bool(fraction), method
 
 
 def test_a_user_loss_is_named_by_its_callable_not_by_the_users_file_path(tmp_path):

@@ -199,7 +199,10 @@ def test_a_standin_runs_card_names_no_mteb_hub_dataset_or_revision(tmp_path):
         assert named not in text, named
     assert "| STSBenchmark | test | default | cosine_spearman | 81.23 | local stand-in |" in text
     rows = [r for r in ModelCard.load(tmp_path / "card" / "README.md").data.eval_results if r.source_name]
-    assert [(r.dataset_type, r.dataset_revision) for r in rows] == [("local stand-in", None)] * 2
+    # one per task (the Hub merges results of one dataset type, config and split: all were SICK-R's)
+    assert [(r.dataset_type, r.dataset_revision, r.dataset_name.split()[1]) for r in rows] == [
+        (f"local stand-in ({task})", None, task) for task in ("SICK-R", "STSBenchmark")
+    ]
     assert all("local stand-in" in r.dataset_name for r in rows)
 
 

@@ -77,12 +77,13 @@ def published_scores(experiment: str, backbone: str, method: str) -> list[dict[s
 
 
 def _papers(experiment: str) -> list[str]:
-    seen: dict[str, None] = {}
+    seen: dict[str, list[str]] = {}  # each paper once, with its tables
     for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "scores":
             paper = load_meta(name).get("paper", {})
-            seen[f"{str(paper.get('reference', name)).rstrip('.')}, {paper.get('table', name)}"] = None
-    return list(seen)
+            ref = str(paper.get("reference", name)).rstrip(".")
+            seen[ref] = [*seen.get(ref, []), paper.get("table", name)]
+    return [f"{ref}, {' and '.join(dict.fromkeys(tables))}" for ref, tables in seen.items()]
 
 
 def _number(value: Any) -> str:
@@ -198,8 +199,8 @@ SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
 #: What a sentence card's scores are.
 SENTENCE_PROTOCOL = (
     "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
-    "accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as TR.Avg). Published: the paper's "
-    "number for this backbone and method, where its table has one."
+    "test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev accuracy Nie et al. "
+    "print as TR.Avg). Published: the paper's number for this backbone and method, where it has one."
 )
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
@@ -261,6 +262,8 @@ def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence
         f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
         f"device: {summary.get('device_name', '?')}",
         f"- Steps: {summary.get('steps')}; {steps}",
+        *["- Plus the Orthonormal Anchor Regression loss (OAR §4) on `oar_fraction`'s labels"]
+        * bool(settings.get("oar_fraction")),
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
         *after,
     ]
@@ -362,7 +365,8 @@ def vision_model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
-    front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=paper_tags_of(experiment))
+    tags = ("oar",) * bool(settings.get("oar_fraction")) + tuple(paper_tags_of(experiment))  # OAR's term
+    front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=tags)
     names = literals_of([experiment, backbone, method], list(data))
     lines = [*_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT)]
     if metrics.get("encoder_diverged"):
@@ -386,8 +390,9 @@ def vision_model_card(
             ),
             *_evaluation(
                 f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
-                f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
-                "number for this backbone and method, where its table has one.",
+                f"({metrics.get('n_test', '?')} images), accuracy in percent (top-1, top-5 where named); "
+                "`embedding_variance` and `effective_rank_95` are the features' geometry, no accuracy; "
+                "published: the paper's number for this backbone and method, where its table has one.",
                 metrics,
                 published,
             ),
@@ -412,7 +417,8 @@ def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
     else:
         usage = (
             f"No stock torchvision model has this shape (width {spec.get('width', settings.get('width'))}): "
-            "`contrastlab.training.vision.load_encoder(<this folder>)` loads it."
+            "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)` loads it (the "
+            "encoder in eval mode and its `settings.json`)."
         )
     return ["## Usage", "", usage, ""]
 

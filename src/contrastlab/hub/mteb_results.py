@@ -104,7 +104,7 @@ def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
 def mteb_eval_results(mteb: Iterable[MtebScore]) -> list:
     """MTEB's scores as ``huggingface_hub.EvalResult`` objects: each task's main score × 100 on the split
     and subset MTEB scored, with the dataset and revision MTEB read; a stand-in's (rows from local files)
-    name no hub dataset and no revision, only "local stand-in". The task type is the Hub's
+    name no hub dataset and no revision, only "local stand-in (<task>)". The task type is the Hub's
     ``sentence-similarity`` for MTEB's STS tasks, MTEB's own type (``Classification``, ...) for others."""
     from huggingface_hub import EvalResult
 
@@ -112,7 +112,7 @@ def mteb_eval_results(mteb: Iterable[MtebScore]) -> list:
         EvalResult(
             task_type="sentence-similarity" if score.task_type == "STS" else score.task_type,
             task_name=score.task_type,
-            dataset_type=score.dataset,
+            dataset_type=f"{STANDIN} ({score.task})" if score.standin else score.dataset,
             dataset_name=f"MTEB {score.task} ({score.subset})"
             + (f" on a {STANDIN} built from local files" if score.standin else ""),
             dataset_config=score.subset,
