@@ -251,6 +251,10 @@ def _sentence_usage(pooling: str) -> list[str]:
     ]
 
 
+#: A Training line of a cell trained with OAR's anchor term (``oar_fraction`` > 0) beside its loss.
+OAR_TERM = "- Plus the Orthonormal Anchor Regression loss (OAR §4) on `oar_fraction`'s labels"
+
+
 def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence[str]) -> list[str]:
     """The loss, precision and device, the steps and ``steps`` (what was kept, or the dataset), the
     training settings a card lists, then ``after``."""
@@ -262,8 +266,7 @@ def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence
         f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
         f"device: {summary.get('device_name', '?')}",
         f"- Steps: {summary.get('steps')}; {steps}",
-        *["- Plus the Orthonormal Anchor Regression loss (OAR §4) on `oar_fraction`'s labels"]
-        * bool(settings.get("oar_fraction")),
+        *([OAR_TERM] if settings.get("oar_fraction") else []),
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
         *after,
     ]
@@ -365,7 +368,7 @@ def vision_model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
-    tags = ("oar",) * bool(settings.get("oar_fraction")) + tuple(paper_tags_of(experiment))  # OAR's term
+    tags = (["oar"] if settings.get("oar_fraction") else []) + paper_tags_of(experiment)
     front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=tags)
     names = literals_of([experiment, backbone, method], list(data))
     lines = [*_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT)]
