@@ -96,8 +96,9 @@ CONFIG_READS = 3
 #: may return, a report that says only what the run has, a summary table that wraps, greys at WCAG AA, the
 #: answer on a narrow first screen, seven MTEB results a card filed under one name, OAR's cards naming
 #: OAR, and eight tracebacks made one line.
-SRC_LINES = 37553
-TESTS_LINES = 37918
+#: +7 / +2 for the sentence step's switch rule written once (families), which the config check asks too.
+SRC_LINES = 37560
+TESTS_LINES = 37920
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 

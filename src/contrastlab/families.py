@@ -249,11 +249,31 @@ def step_mode(
     return _sentence_mode(settings, device_type, precision, model_type)
 
 
+def sentence_switches_refused(settings: Mapping[str, Any]) -> str | None:
+    """Why the sentence step cannot follow these switches together, with the fix (None: it can): a
+    captured step holds one encoder pass, and padding-free batches change shape every step, which neither
+    the graph nor compile follows. The trainer's settings and the config's check both ask it."""
+    graph = settings.get("cuda_graph")
+    grad_accum = int(settings.get("grad_accum") or 1)
+    if graph and grad_accum != 1:
+        return (
+            f"cuda_graph captures one encoder pass per step; set grad_accum: 1 (got {grad_accum}) "
+            "or cuda_graph: false"
+        )
+    if settings.get("padding_free") and (graph or settings.get("compile")):
+        switch = "cuda_graph" if graph else "compile"
+        return (
+            f"padding_free changes the token count every batch, which {switch} cannot follow; set "
+            f"padding_free: false or {switch}: false"
+        )
+    return None
+
+
 def _sentence_mode(settings: Mapping[str, Any], device_type: str, precision: str, model_type) -> StepMode:
     cuda, compiled = device_type == "cuda", bool(settings.get("compile"))
     dev_batch = settings.get("dev_batch_size") or DEV_BATCH_SIZE.get(device_type, DEV_BATCH_SIZE_ELSEWHERE)
     padding_free = settings.get("padding_free")
-    if padding_free:  # asked for by name: the graph (never asked for too: TrainSettings refuses) stays off
+    if padding_free:  # asked for by name: the graph stays off (both: sentence_switches_refused)
         return StepMode(False, compiled, True, dev_batch)
     graph, notes = settings.get("cuda_graph"), []
     if graph is None:

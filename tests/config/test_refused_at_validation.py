@@ -241,6 +241,7 @@ def test_an_ordinary_results_folder_is_accepted(tmp_path, monkeypatch):
     ("override", "said"),
     [
         ("training={padding_free: true, cuda_graph: true}", "which cuda_graph cannot follow"),
+        ("training={cuda_graph: true, grad_accum: 2}", "set grad_accum: 1 (got 2)"),
         (
             "experiments={nie2023: {methods: {cl: {training: {padding_free: true, compile: true}}}}}",
             "compile",

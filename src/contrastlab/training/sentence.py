@@ -132,17 +132,8 @@ class TrainSettings(Settings):
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
         check_against_schema(self, "training")  # types, choices and bounds: the schema states them once
-        if self.cuda_graph and self.grad_accum != 1:
-            raise ValueError(
-                f"cuda_graph captures one encoder pass per step; set grad_accum: 1 (got {self.grad_accum}) "
-                "or cuda_graph: false"
-            )
-        if self.padding_free and (self.cuda_graph or self.compile):
-            switch = "cuda_graph" if self.cuda_graph else "compile"
-            raise ValueError(
-                f"padding_free changes the token count every batch, which {switch} cannot follow; set "
-                f"padding_free: false or {switch}: false"
-            )
+        if refused := families.sentence_switches_refused(dataclasses.asdict(self)):
+            raise ValueError(refused)
         if self.grad_accum > self.batch_size:
             raise ValueError(f"grad_accum must be <= batch_size ({self.batch_size}), got {self.grad_accum}")
         if self.analysis_sentences < self.analysis_batch:
