@@ -124,12 +124,12 @@ def lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
     return lookup
 
 
-def _check_embeddings(emb: Any, sentences: list[str]) -> np.ndarray:
-    """``encode(sentences)``'s result as float32 [n, d] (a torch tensor, from any device, as its values);
-    ValueError in one line, with the fix, unless it is one row of numbers per sentence."""
+def _check_embeddings(emb: Any, n: int) -> np.ndarray:
+    """What ``encode`` returned for ``n`` sentences as float32 [n, d] (a torch tensor, from any device, as
+    its values); ValueError in one line, with the fix, unless it is one row of numbers per sentence."""
     if hasattr(emb, "detach"):  # torch: np.asarray refuses a CUDA tensor or one that requires grad
         emb = emb.detach().float().cpu().numpy()
-    emb, n = np.asarray(emb), len(sentences)
+    emb = np.asarray(emb)
     if emb.ndim != 2 or emb.shape[0] != n or not np.issubdtype(emb.dtype, np.number):
         raise ValueError(
             f"encode returned shape {emb.shape} of {emb.dtype}; expected ({n}, d) floats: encode must "
@@ -161,7 +161,7 @@ class EmbeddingCache:
         known = {s: i for i, s in enumerate(self.sentences)}
         missing = [s for s in dict.fromkeys(sentences) if s not in known]
         if missing:
-            new = _check_embeddings(encode(missing), missing)
+            new = _check_embeddings(encode(missing), len(missing))
             self.embeddings = new if self.embeddings is None else np.concatenate([self.embeddings, new])
             self.sentences = self.sentences + missing
             self._save()
@@ -188,7 +188,7 @@ def _embed_inputs(
     cache = None if cache_dir is None else EmbeddingCache(cache_dir, key or "encode")
 
     def embed(batch: list[str]) -> np.ndarray:
-        return _check_embeddings(encode(batch), batch) if cache is None else cache.get(batch, encode)
+        return _check_embeddings(encode(batch), len(batch)) if cache is None else cache.get(batch, encode)
 
     parts = [embed(batch) for batch in (sentences, more) if batch]  # no tasks: no encode([]) call
     return sentences + more, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
@@ -273,7 +273,7 @@ def alignment_uniformity(
     pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
     keep = pairs.gold >= min_score
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
-    emb = _check_embeddings(encode_or_embeddings(unique), unique)
+    emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = lookup_from(unique, emb)
     za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)
