@@ -103,6 +103,14 @@ if workflow.is_main_process:
 
 
 onstart:
+    # A local run whose training job asks for cuda_graph: true with no CUDA to give stops here, before any
+    # job: in the job, Snakemake would have removed the cell's finished checkpoint (a SLURM job checks its
+    # own node).
+    from contrastlab.workflow import gpus as cl_gpus
+
+    local = workflow.local_exec and not workflow.touch
+    if refusal := cl_gpus.cuda_graph_refusal(workflow.dag.needrun_jobs(), local=local):
+        sys.exit(f"contrastlab: {refusal}")
     record_running_workflow(R, snakemake_lock_files(workflow))
     cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs
     cl_points.write_points(SEARCH_POINTS_FILE, GRID.digest, SEARCH_POINTS)  # for this run's jobs (rules/common.smk)

@@ -20,6 +20,7 @@ import torch
 from contrastlab.workflow.gpus import (
     GpuUnavailableError,
     claim_gpus,
+    cuda_graph_refusal,
     job_device,
     requested_share,
     visible_gpus,
@@ -267,3 +268,29 @@ def test_the_share_comes_from_the_jobs_gpu_share_resource():
     assert requested_share(_job(gpu=1, gpu_share=4)) == 4
     assert requested_share(_job(gpu=1)) == 1
     assert requested_share(_job(gpu=1, gpu_share="<TBD>")) == 1  # an unevaluated resource
+
+
+def _train(gpu: int, **settings) -> SimpleNamespace:
+    wildcards = {"experiment": "macl", "backbone": "tiny-bert", "method": "macl", "seed": "42"}
+    rule = SimpleNamespace(name="train")
+    return SimpleNamespace(
+        rule=rule, wildcards=wildcards, resources={"gpu": gpu}, params={"settings": settings}
+    )
+
+
+def test_a_local_run_refuses_cuda_graph_where_its_job_gets_no_cuda_before_any_job_starts():
+    """In the job the error came after Snakemake had removed the cell's finished checkpoint."""
+    no_cuda, cuda = (lambda: False), (lambda: True)
+    line = cuda_graph_refusal([_train(0, cuda_graph=None), _train(0, cuda_graph=True)], local=True, cuda=cuda)
+    assert line.startswith(
+        "rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true, but its job runs on the CPU"
+    )
+    assert "set cuda_graph: false" in line and "\n" not in line
+    assert "torch.cuda.is_available() is False" in cuda_graph_refusal(
+        [_train(1, cuda_graph=True)], local=True, cuda=no_cuda
+    )
+    assert cuda_graph_refusal([_train(1, cuda_graph=True)], local=True, cuda=cuda) is None
+    assert (
+        cuda_graph_refusal([_train(0, cuda_graph=True)], local=False, cuda=no_cuda) is None
+    )  # SLURM: in the job
+    assert cuda_graph_refusal([_train(1, cuda_graph=False)], local=True, cuda=None) is None  # torch not asked

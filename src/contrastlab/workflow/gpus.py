@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from contrastlab.cost.packing import SHARES
 from contrastlab.cuda import diagnose, probe, runs_on_visible_gpus
 from contrastlab.training.phases import note_phase
 from contrastlab.workflow import mps
-from contrastlab.workflow.failures import snakemake_dict
+from contrastlab.workflow.failures import cell_label, snakemake_dict
 
 
 class GpuUnavailableError(RuntimeError):
@@ -78,6 +79,36 @@ def require_requested_gpu(snakemake: Any) -> None:
         "the node's driver/CUDA (or exclude the node), or run on the CPU on purpose with config "
         "resources.gpu: 0 (or --set-resources <rule>:gpu=0)"
     )
+
+
+def cuda_graph_refusal(
+    jobs: Iterable[Any], *, local: bool, cuda: Callable[[], bool] | None = None
+) -> str | None:
+    """The one line on which a ``local`` run (the jobs run on this machine) stops before any of its
+    ``jobs`` starts, where a training job asks for ``cuda_graph: true`` and gets no CUDA device: its
+    ``resources.gpu: 0`` (:func:`job_device`: the CPU), or ``cuda()`` (default ``torch.cuda.is_available``,
+    asked only then) False. In the job the error came after Snakemake had removed the cell's finished
+    checkpoint. None otherwise, a run elsewhere (SLURM) too: its job checks its own node."""
+    for job in jobs if local else ():
+        if not (snakemake_dict(job, "params").get("settings") or {}).get("cuda_graph"):
+            continue
+        if requested_gpus(job) and (cuda or _torch_cuda)():
+            continue
+        where = "this machine has no CUDA device (torch.cuda.is_available() is False)"
+        if not requested_gpus(job):
+            where = "its job runs on the CPU (resources.gpu: 0)"
+        return (
+            f"rule {job.rule.name} {cell_label(snakemake_dict(job, 'wildcards'))} asks for cuda_graph: "
+            f"true, but {where}; set cuda_graph: false for this cell in the config (the eager step computes "
+            "the same numbers), or run it where its job gets a GPU"
+        )
+    return None
+
+
+def _torch_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 #: Lock files of the GPU slots (:func:`claim_gpus`), ``gpu-<device>-<slot>.lock``: machine-wide, so
