@@ -109,7 +109,7 @@ onstart:
     from contrastlab.workflow import gpus as cl_gpus
 
     local = workflow.local_exec and not workflow.touch
-    if refusal := cl_gpus.cuda_graph_refusal(workflow.dag.needrun_jobs(), local=local):
+    if refusal := cl_gpus.local_device_refusal(workflow.dag.needrun_jobs(), local=local):
         sys.exit(f"contrastlab: {refusal}")
     record_running_workflow(R, snakemake_lock_files(workflow))
     cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs

@@ -4,6 +4,7 @@ most n small jobs on a GPU. Fake device lists: no GPU is needed."""
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import signal
@@ -20,8 +21,8 @@ import torch
 from contrastlab.workflow.gpus import (
     GpuUnavailableError,
     claim_gpus,
-    cuda_graph_refusal,
     job_device,
+    local_device_refusal,
     requested_share,
     visible_gpus,
 )
@@ -278,19 +279,22 @@ def _train(gpu: int, **settings) -> SimpleNamespace:
     )
 
 
-def test_a_local_run_refuses_cuda_graph_where_its_job_gets_no_cuda_before_any_job_starts():
+def test_a_local_run_refuses_a_device_its_job_would_not_get_before_any_job_starts():
     """In the job the error came after Snakemake had removed the cell's finished checkpoint."""
-    no_cuda, cuda = (lambda: False), (lambda: True)
-    line = cuda_graph_refusal([_train(0, cuda_graph=None), _train(0, cuda_graph=True)], local=True, cuda=cuda)
+    none, one = (lambda: []), (lambda: ["0"])
+    refusal = functools.partial(local_device_refusal, local=True)
+    line = refusal([_train(0, cuda_graph=None), _train(0, cuda_graph=True)], gpus=None)
     assert line.startswith(
-        "rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true, but its job runs on the CPU"
+        "rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true, but its job runs"
     )
     assert "set cuda_graph: false" in line and "\n" not in line
-    assert "torch.cuda.is_available() is False" in cuda_graph_refusal(
-        [_train(1, cuda_graph=True)], local=True, cuda=no_cuda
+    line = refusal([_train(1, cuda_graph=True)], gpus=none)
+    assert line.startswith(
+        "rule train macl/tiny-bert/macl/seed42 asks for 1 GPU(s) (config resources.gpu), but"
     )
-    assert cuda_graph_refusal([_train(1, cuda_graph=True)], local=True, cuda=cuda) is None
+    assert "resources.gpu: 0" in line
+    assert refusal([_train(1, cuda_graph=True), _train(1)], gpus=one) is None
+    assert refusal([_train(0, cuda_graph=False)], gpus=lambda: pytest.fail("looked")) is None  # no GPU job
     assert (
-        cuda_graph_refusal([_train(0, cuda_graph=True)], local=False, cuda=no_cuda) is None
-    )  # SLURM: in the job
-    assert cuda_graph_refusal([_train(1, cuda_graph=False)], local=True, cuda=None) is None  # torch not asked
+        local_device_refusal([_train(1), _train(0, cuda_graph=True)], local=False, gpus=none) is None
+    )  # SLURM

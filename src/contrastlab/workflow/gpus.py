@@ -6,6 +6,7 @@ on, share it with at most ``gpu_share - 1`` others, under an MPS daemon with ``r
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import subprocess
@@ -81,34 +82,31 @@ def require_requested_gpu(snakemake: Any) -> None:
     )
 
 
-def cuda_graph_refusal(
-    jobs: Iterable[Any], *, local: bool, cuda: Callable[[], bool] | None = None
+def local_device_refusal(
+    jobs: Iterable[Any], *, local: bool, gpus: Callable[[], list[str]] | None = None
 ) -> str | None:
-    """The one line on which a ``local`` run (the jobs run on this machine) stops before any of its
-    ``jobs`` starts, where a training job asks for ``cuda_graph: true`` and gets no CUDA device: its
-    ``resources.gpu: 0`` (:func:`job_device`: the CPU), or ``cuda()`` (default ``torch.cuda.is_available``,
-    asked only then) False. In the job the error came after Snakemake had removed the cell's finished
-    checkpoint. None otherwise, a run elsewhere (SLURM) too: its job checks its own node."""
+    """The one line on which a ``local`` run (its jobs run on this machine) stops before any of its
+    ``jobs`` starts, where one asks for a device it would not get: GPUs on a machine that has none
+    (``gpus()``, default :func:`visible_gpus`, asked only then, empty), or ``cuda_graph: true`` in a job
+    that runs on the CPU (``resources.gpu: 0``, :func:`job_device`). In the job, the error came after
+    Snakemake had removed the cell's finished checkpoint. None otherwise, and for a run elsewhere (SLURM):
+    its job checks its own node."""
+    listed = functools.cache(gpus or visible_gpus)  # one look, and none without a GPU job
     for job in jobs if local else ():
-        if not (snakemake_dict(job, "params").get("settings") or {}).get("cuda_graph"):
-            continue
-        if requested_gpus(job) and (cuda or _torch_cuda)():
-            continue
-        where = "this machine has no CUDA device (torch.cuda.is_available() is False)"
-        if not requested_gpus(job):
-            where = "its job runs on the CPU (resources.gpu: 0)"
-        return (
-            f"rule {job.rule.name} {cell_label(snakemake_dict(job, 'wildcards'))} asks for cuda_graph: "
-            f"true, but {where}; set cuda_graph: false for this cell in the config (the eager step computes "
-            "the same numbers), or run it where its job gets a GPU"
-        )
+        wanted = requested_gpus(job)
+        label = f"rule {job.rule.name} {cell_label(snakemake_dict(job, 'wildcards'))}"
+        if wanted and not listed():
+            return (
+                f"{label} asks for {wanted} GPU(s) (config resources.gpu), but this machine has none; run it "
+                "on a GPU machine (or a cluster: docs/cluster.md), or on the CPU with config resources.gpu: 0"
+            )
+        if not wanted and (snakemake_dict(job, "params").get("settings") or {}).get("cuda_graph"):
+            return (
+                f"{label} asks for cuda_graph: true, but its job runs on the CPU (config resources.gpu: 0); "
+                "set cuda_graph: false for this cell in the config (the eager step computes the same "
+                "numbers), or give its job a GPU"
+            )
     return None
-
-
-def _torch_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 #: Lock files of the GPU slots (:func:`claim_gpus`), ``gpu-<device>-<slot>.lock``: machine-wide, so
