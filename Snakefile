@@ -103,9 +103,9 @@ if workflow.is_main_process:
 
 
 onstart:
-    # A local run whose training job asks for cuda_graph: true with no CUDA to give stops here, before any
-    # job: in the job, Snakemake would have removed the cell's finished checkpoint (a SLURM job checks its
-    # own node).
+    # A local run with a job asking for a device it would not get here (a GPU, cuda_graph: true) stops now,
+    # before any job: in the job, Snakemake would have removed the cell's finished checkpoint (a SLURM job
+    # checks its own node).
     from contrastlab.workflow import gpus as cl_gpus
 
     local = workflow.local_exec and not workflow.touch
