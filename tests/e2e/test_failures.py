@@ -182,12 +182,9 @@ def test_config_errors_are_one_line(tmp_path, fault, observed):
 
 
 def test_a_local_run_asking_cuda_graph_on_the_cpu_stops_before_any_job(repo_root, tmp_path):
-    """The demo's jobs run on the CPU (resources.gpu: 0): its train job's error came after Snakemake had
-    removed the cell's finished checkpoint; the run stops before any job instead, and a dry run plans."""
+    """In the train job the error came after Snakemake had removed the cell's finished checkpoint."""
     asked = ("experiments={macl: {training: {cuda_graph: true}}}", "select={experiments: [macl]}")
-    assert demo_process(repo_root, tmp_path, *asked, args=("-n", "--cores", "1")).returncode == 0
+    assert demo_process(repo_root, tmp_path, *asked, args=("-n", "--cores", "1")).returncode == 0  # plans
     line = _one_line_failure(demo_process(repo_root, tmp_path, *asked, args=("--cores", "1")))
-    assert line.startswith("contrastlab: rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true"), (
-        line
-    )
+    assert "rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true" in line, line
     assert not (tmp_path / "results" / "logs").exists()  # no job ran

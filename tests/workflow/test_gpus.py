@@ -4,7 +4,6 @@ most n small jobs on a GPU. Fake device lists: no GPU is needed."""
 
 from __future__ import annotations
 
-import functools
 import os
 import select
 import signal
@@ -271,30 +270,24 @@ def test_the_share_comes_from_the_jobs_gpu_share_resource():
     assert requested_share(_job(gpu=1, gpu_share="<TBD>")) == 1  # an unevaluated resource
 
 
-def _train(gpu: int, **settings) -> SimpleNamespace:
-    wildcards = {"experiment": "macl", "backbone": "tiny-bert", "method": "macl", "seed": "42"}
-    rule = SimpleNamespace(name="train")
+def _train(gpu: int, graph: bool | None = None) -> SimpleNamespace:
+    cell, settings = {"experiment": "macl", "backbone": "tiny-bert", "method": "macl", "seed": "42"}, {}
+    settings["settings"] = {"cuda_graph": graph}
     return SimpleNamespace(
-        rule=rule, wildcards=wildcards, resources={"gpu": gpu}, params={"settings": settings}
+        rule=SimpleNamespace(name="train"), wildcards=cell, resources={"gpu": gpu}, params=settings
     )
 
 
 def test_a_local_run_refuses_a_device_its_job_would_not_get_before_any_job_starts():
     """In the job the error came after Snakemake had removed the cell's finished checkpoint."""
-    none, one = (lambda: []), (lambda: ["0"])
-    refusal = functools.partial(local_device_refusal, local=True)
-    line = refusal([_train(0, cuda_graph=None), _train(0, cuda_graph=True)], gpus=None)
-    assert line.startswith(
-        "rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true, but its job runs"
+    asks = "rule train macl/tiny-bert/macl/seed42 asks for"
+    line = local_device_refusal([_train(0), _train(0, True)], local=True)
+    assert line.startswith(f"{asks} cuda_graph: true, but its job runs on the CPU") and "\n" not in line
+    assert local_device_refusal([_train(1, True)], local=True, gpus=list).startswith(
+        f"{asks} 1 GPU(s) (config"
     )
-    assert "set cuda_graph: false" in line and "\n" not in line
-    line = refusal([_train(1, cuda_graph=True)], gpus=none)
-    assert line.startswith(
-        "rule train macl/tiny-bert/macl/seed42 asks for 1 GPU(s) (config resources.gpu), but"
-    )
-    assert "resources.gpu: 0" in line
-    assert refusal([_train(1, cuda_graph=True), _train(1)], gpus=one) is None
-    assert refusal([_train(0, cuda_graph=False)], gpus=lambda: pytest.fail("looked")) is None  # no GPU job
+    assert local_device_refusal([_train(1, True), _train(1)], local=True, gpus=lambda: ["0"]) is None
+    assert local_device_refusal([_train(0, False)], local=True, gpus=lambda: pytest.fail("looked")) is None
     assert (
-        local_device_refusal([_train(1), _train(0, cuda_graph=True)], local=False, gpus=none) is None
-    )  # SLURM
+        local_device_refusal([_train(1), _train(0, True)], local=False, gpus=list) is None
+    )  # SLURM: in its job

@@ -82,33 +82,6 @@ def require_requested_gpu(snakemake: Any) -> None:
     )
 
 
-def local_device_refusal(
-    jobs: Iterable[Any], *, local: bool, gpus: Callable[[], list[str]] | None = None
-) -> str | None:
-    """The one line on which a ``local`` run (its jobs run on this machine) stops before any of its
-    ``jobs`` starts, where one asks for a device it would not get: GPUs on a machine that has none
-    (``gpus()``, default :func:`visible_gpus`, asked only then, empty), or ``cuda_graph: true`` in a job
-    that runs on the CPU (``resources.gpu: 0``, :func:`job_device`). In the job, the error came after
-    Snakemake had removed the cell's finished checkpoint. None otherwise, and for a run elsewhere (SLURM):
-    its job checks its own node."""
-    listed = functools.cache(gpus or visible_gpus)  # one look, and none without a GPU job
-    for job in jobs if local else ():
-        wanted = requested_gpus(job)
-        label = f"rule {job.rule.name} {cell_label(snakemake_dict(job, 'wildcards'))}"
-        if wanted and not listed():
-            return (
-                f"{label} asks for {wanted} GPU(s) (config resources.gpu), but this machine has none; run it "
-                "on a GPU machine (or a cluster: docs/cluster.md), or on the CPU with config resources.gpu: 0"
-            )
-        if not wanted and (snakemake_dict(job, "params").get("settings") or {}).get("cuda_graph"):
-            return (
-                f"{label} asks for cuda_graph: true, but its job runs on the CPU (config resources.gpu: 0); "
-                "set cuda_graph: false for this cell in the config (the eager step computes the same "
-                "numbers), or give its job a GPU"
-            )
-    return None
-
-
 #: Lock files of the GPU slots (:func:`claim_gpus`), ``gpu-<device>-<slot>.lock``: machine-wide, so
 #: that two Snakemake runs on one box (the grid and ``make gpu-check`` or ``make search``) share its
 #: GPUs too; a fixed folder, not the job's ``TMPDIR`` (which Snakemake or a scheduler may set per job).
@@ -138,6 +111,29 @@ def visible_gpus() -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [str(i) for i in range(sum(line.startswith("GPU ") for line in listed.splitlines()))]
+
+
+def local_device_refusal(jobs: Iterable[Any], *, local: bool, gpus: Callable = visible_gpus) -> str | None:
+    """The one line on which a ``local`` run (its jobs run here) stops before any of its ``jobs``, where one
+    asks for a device it would not get: GPUs where ``gpus()`` lists none (asked once, and only then), or
+    ``cuda_graph: true`` on the CPU (``resources.gpu: 0``); in the job, the error came after Snakemake had
+    removed the cell's finished checkpoint. None otherwise, and for a SLURM run: its job checks its node."""
+    listed = functools.cache(gpus)
+    for job in jobs if local else ():
+        wanted, cell = requested_gpus(job), cell_label(snakemake_dict(job, "wildcards"))
+        if wanted and not listed():
+            return (
+                f"rule {job.rule.name} {cell} asks for {wanted} GPU(s) (config resources.gpu), but this "
+                "machine has none; run it on a GPU machine (or a cluster: docs/cluster.md), or on the CPU "
+                "with config resources.gpu: 0"
+            )
+        if not wanted and (snakemake_dict(job, "params").get("settings") or {}).get("cuda_graph"):
+            return (
+                f"rule {job.rule.name} {cell} asks for cuda_graph: true, but its job runs on the CPU (config "
+                "resources.gpu: 0); set cuda_graph: false for this cell in the config (the eager step "
+                "computes the same numbers)"
+            )
+    return None
 
 
 def scheduler_chose_gpus() -> bool:
