@@ -214,3 +214,32 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
         "arxiv:2001.01234",
     ]
     assert ModelCard.load(path).data.tags == tags
+
+
+def test_a_sweep_points_card_has_the_number_the_table_puts_beside_its_method(tmp_path):
+    """OAR Table 3 prints each method's best over its lr sweep, and the table puts it beside the method's
+    sweep points: so does each point's card, a rate of the paper's or one of the config's own."""
+    from contrastlab.tables.published import load_published
+
+    frame = load_published("oar_table3").set_index(["backbone", "method", "key"])["value"]
+    paper = frame["resnet18-oar", "oar_infonce", "ffn10_top1"]
+    for method, lr in (("oar_infonce-lr0.001", 0.001), ("oar_infonce-lr0.3", 0.3)):
+        (tmp_path / method).mkdir()
+        summary = {"settings": {"loss": "ntxent", "lr": lr, "oar_fraction": 0.1}}
+        cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method=method)
+        text = written_card(
+            tmp_path / method, "R", {"scores": {"ffn10_top1": 60.0}}, summary, **cell
+        ).read_text()
+        assert f"| ffn10_top1 | 60.00 | {paper:.2f} | {60.0 - paper:+.2f} |" in text, method
+        assert "Table 3 (oar_table3): the best over the paper's lr sweep" in text
+
+
+def test_a_card_names_the_equation_its_loss_implements_from_the_losses_docstrings(tmp_path):
+    """The Training section quotes the loss function's docstring line, its references by title."""
+    text = card()
+    assert (
+        "- Code: `contrastlab.losses.nie2023.info_nce`: Implements Eq. (1) of “On the Inadequacy of" in text
+    )
+    image = written_card(tmp_path, "R", {"scores": {}}, {"settings": {"loss": "ntxent"}}).read_text()
+    assert "(Eq. 1 of “A Simple Framework for Contrastive Learning of Visual Representations”)" in image
+    assert "- Code:" not in card(summary={**SUMMARY, "settings": {"loss": "my.py:my_loss"}})
