@@ -46,6 +46,7 @@ from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = [
     "TRAINING_KEYS",
+    "loss_equation",
     "model_card",
     "published_scores",
     "vision_model_card",
