@@ -243,3 +243,13 @@ def test_a_card_names_the_equation_its_loss_implements_from_the_losses_docstring
     image = written_card(tmp_path, "R", {"scores": {}}, {"settings": {"loss": "ntxent"}}).read_text()
     assert "(Eq. 1 of “A Simple Framework for Contrastive Learning of Visual Representations”)" in image
     assert "- Code:" not in card(summary={**SUMMARY, "settings": {"loss": "my.py:my_loss"}})
+
+
+def test_a_figure_experiments_card_names_its_papers_figures():
+    """An experiment no score table reads (Li Fig. 6's τ sweep) is named by its paper and figures."""
+    from huggingface_hub import ModelCard
+
+    text = card(experiment="li2024_fig6_tau", method="baseline-tau3.0")
+    li = "Li, Zhang, Nie (2024). Towards Better Understanding of Contrastive Sentence Representation Learning"
+    assert f"to reproduce {li}: A Unified Paradigm for Gradient, Fig. 6. The best" in text
+    assert ModelCard(text).data.contrastlab["papers"] == [f"{li}: A Unified Paradigm for Gradient, Fig. 6"]

@@ -40,6 +40,7 @@ from contrastlab.hub.publish import (
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
 from contrastlab.losses import catalog
 from contrastlab.losses.catalog import LOSS_MODULES
+from contrastlab.papers import paper_for, reference
 from contrastlab.paths import UnreadableMetricsError, read_metrics, write_json, write_text
 from contrastlab.tables.assemble import sweep_point_names
 from contrastlab.tables.published import TABLES, load_meta, load_published
@@ -94,13 +95,21 @@ def published_scores(
 
 
 def _papers(experiment: str) -> list[str]:
-    seen: dict[str, list[str]] = {}  # each paper once, with its tables
+    seen: dict[str, list[str]] = {}  # each paper once, with its tables (or figures)
     for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "scores":
             paper = load_meta(name).get("paper", {})
             ref = str(paper.get("reference", name)).rstrip(".")
             seen[ref] = [*seen.get(ref, []), paper.get("table", name)]
-    return [f"{ref}, {' and '.join(dict.fromkeys(tables))}" for ref, tables in seen.items()]
+    if not seen and (paper := paper_for(experiment)):  # its paper's figures that read it, where no table does
+        figures = [f for f in paper.figures.values() if experiment in f.experiments]
+        shown = [m[0] for f in figures if (m := re.search(r"Fig\. [^:]+", f.caption))]
+        seen = {reference(paper).rstrip("."): shown} if shown else {}
+    listed = {ref: list(dict.fromkeys(names)) for ref, names in seen.items()}  # "A, B and C"
+    return [
+        f"{ref}, {' and '.join([', '.join(names[:-1]), names[-1]] if names[1:] else names)}"
+        for ref, names in listed.items()
+    ]
 
 
 def _number(value: Any) -> str:
