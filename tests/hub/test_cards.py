@@ -179,7 +179,7 @@ def test_an_oar_encoders_card_names_the_anchor_regression_term_and_loads_as_it_s
             tmp_path / method, "R", {"scores": {}}, summary, experiment="oar_cifar10", method=method
         )
         text, tags = out.read_text(), ModelCard.load(out).data.tags  # load_encoder: the encoder, its settings
-        assert "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)`" in text
+        assert 'import load_encoder\n\nencoder, summary = load_encoder("<this folder>")\n```' in text
         assert ("Orthonormal Anchor Regression" in text) == ("oar" in tags) == bool(fraction), method
 
 

@@ -464,13 +464,21 @@ def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
             f"{spec.get('out_dim') or 'the pooled features'}); the snippets are in contrastlab's "
             "`docs/encoders.md`."
         )
-    else:
-        usage = (
-            f"No stock torchvision model has this shape (width {spec.get('width', settings.get('width'))}): "
-            "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)` loads it (the "
-            "encoder in eval mode and its `settings.json`)."
-        )
-    return ["## Usage", "", usage, ""]
+        return ["## Usage", "", usage, ""]
+    width = spec.get("width", settings.get("width"))
+    return [
+        "## Usage",
+        "",
+        f"No stock torchvision model has this shape (width {width}); contrastlab loads it (the encoder in "
+        "eval mode and its `settings.json`):",
+        "",
+        "```python",
+        "from contrastlab.training.vision import load_encoder",
+        "",
+        'encoder, summary = load_encoder("<this folder>")',
+        "```",
+        "",
+    ]
 
 
 def write_model_card(
