@@ -88,6 +88,8 @@ def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
         assert tail == f"\n## Citation\n\n```bibtex\n{bibtex_block(papers_of(experiment))}\n```\n"
     li = card(experiment="li2024")
     assert "@misc{li2024unified," in li and "nie2023inadequacy" not in li
+    # an experiment no score table reads: its paper's figures that read it, in the heading and the provenance
+    assert card(experiment="li2024_fig6_tau").count("A Unified Paradigm for Gradient, Fig. 6") == 2
     # its two tables: the paper named once, then both (in the heading and the provenance; then its BibTeX)
     assert li.count("Towards Better Understanding") == 3 and "arXiv full version, Table 3 and Table 4." in li
 
@@ -216,40 +218,23 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     assert ModelCard.load(path).data.tags == tags
 
 
-def test_a_sweep_points_card_has_the_number_the_table_puts_beside_its_method(tmp_path):
-    """OAR Table 3 prints each method's best over its lr sweep, and the table puts it beside the method's
-    sweep points: so does each point's card, a rate of the paper's or one of the config's own."""
+def test_a_sweep_points_card_has_its_methods_published_number_as_the_table_does(tmp_path):
+    """OAR Table 3 prints a method's best over its lr sweep, beside each point (a paper's rate, our own)."""
     from contrastlab.tables.published import load_published
 
-    frame = load_published("oar_table3").set_index(["backbone", "method", "key"])["value"]
-    paper = frame["resnet18-oar", "oar_infonce", "ffn10_top1"]
-    for method, lr in (("oar_infonce-lr0.001", 0.001), ("oar_infonce-lr0.3", 0.3)):
-        (tmp_path / method).mkdir()
-        summary = {"settings": {"loss": "ntxent", "lr": lr, "oar_fraction": 0.1}}
-        cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method=method)
+    paper = load_published("oar_table3").set_index(["method", "key"])["value"]["oar_infonce", "ffn10_top1"]
+    for lr in (0.001, 0.3):
+        cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method=f"oar_infonce-lr{lr}")
         text = written_card(
-            tmp_path / method, "R", {"scores": {"ffn10_top1": 60.0}}, summary, **cell
-        ).read_text()
-        assert f"| ffn10_top1 | 60.00 | {paper:.2f} | {60.0 - paper:+.2f} |" in text, method
-        assert "Table 3 (oar_table3): the best over the paper's lr sweep" in text
+            tmp_path, f"{lr}", {"scores": {"ffn10_top1": 60.0}}, {"settings": {"lr": lr}}, **cell
+        )
+        assert f"| ffn10_top1 | 60.00 | {paper:.2f} | {60 - paper:+.2f} |" in text.read_text(), lr
+        assert "Table 3 (oar_table3): the best over the paper's lr sweep" in text.read_text()
 
 
 def test_a_card_names_the_equation_its_loss_implements_from_the_losses_docstrings(tmp_path):
     """The Training section quotes the loss function's docstring line, its references by title."""
-    text = card()
-    assert (
-        "- Code: `contrastlab.losses.nie2023.info_nce`: Implements Eq. (1) of “On the Inadequacy of" in text
-    )
+    assert "- Code: `contrastlab.losses.nie2023.info_nce`: Implements Eq. (1) of “On the Inadequacy" in card()
     image = written_card(tmp_path, "R", {"scores": {}}, {"settings": {"loss": "ntxent"}}).read_text()
     assert "(Eq. 1 of “A Simple Framework for Contrastive Learning of Visual Representations”)" in image
     assert "- Code:" not in card(summary={**SUMMARY, "settings": {"loss": "my.py:my_loss"}})
-
-
-def test_a_figure_experiments_card_names_its_papers_figures():
-    """An experiment no score table reads (Li Fig. 6's τ sweep) is named by its paper and figures."""
-    from huggingface_hub import ModelCard
-
-    text = card(experiment="li2024_fig6_tau", method="baseline-tau3.0")
-    li = "Li, Zhang, Nie (2024). Towards Better Understanding of Contrastive Sentence Representation Learning"
-    assert f"to reproduce {li}: A Unified Paradigm for Gradient, Fig. 6. The best" in text
-    assert ModelCard(text).data.contrastlab["papers"] == [f"{li}: A Unified Paradigm for Gradient, Fig. 6"]

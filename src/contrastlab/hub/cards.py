@@ -77,8 +77,7 @@ def published_scores(
             continue
         meta = load_meta(name)
         paper = meta.get("paper", {})
-        table = f"{paper.get('table', name)} ({name})"
-        row = method
+        row, table = method, f"{paper.get('table', name)} ({name})"
         if best := meta["layout"].get("best_over_sweep"):
             own = [settings[best["label"]]] if best["label"] in (settings or {}) else []
             if point := sweep_point_names([method], best["label"], [*best["values"], *own]).get(method):
@@ -86,9 +85,8 @@ def published_scores(
         frame = load_published(name)
         # the cell's rows where the paper prints a number (NaN: "-")
         hits = frame[(frame["backbone"] == backbone) & (frame["method"] == row) & frame["value"].notna()]
-        reference = paper.get("reference", "")
         rows += [
-            {"table": table, "reference": reference, "task": task, "value": float(value)}
+            {"table": table, "reference": paper.get("reference", ""), "task": task, "value": float(value)}
             for task, value in zip(hits["key"], hits["value"], strict=True)
         ]
     return rows
@@ -105,11 +103,8 @@ def _papers(experiment: str) -> list[str]:
         figures = [f for f in paper.figures.values() if experiment in f.experiments]
         shown = [m[0] for f in figures if (m := re.search(r"Fig\. [^:]+", f.caption))]
         seen = {reference(paper).rstrip("."): shown} if shown else {}
-    listed = {ref: list(dict.fromkeys(names)) for ref, names in seen.items()}  # "A, B and C"
-    return [
-        f"{ref}, {' and '.join([', '.join(names[:-1]), names[-1]] if names[1:] else names)}"
-        for ref, names in listed.items()
-    ]
+    listed = {ref: " and ".join(dict.fromkeys(names)) for ref, names in seen.items()}  # then A, B and C
+    return [f"{ref}, {re.sub(' and (?=.* and )', ', ', names)}" for ref, names in listed.items()]
 
 
 def _number(value: Any) -> str:
@@ -284,15 +279,13 @@ OAR_TERM = "- Plus the Orthonormal Anchor Regression loss (OAR §4) on `oar_frac
 def loss_equation(loss: str) -> str | None:
     """What the built-in ``loss`` computes, as its function's docstring in ``contrastlab.losses`` says (read
     from the source: no torch): the line beginning "Implements", else the first; each reference ``[k]`` by
-    the title the module's docstring lists; None for a loss of the user's."""
+    the title the module's docstring lists; None for a loss of the user's. Its function is named as the
+    loss, underscores aside (infonce: ``info_nce``)."""
     if loss not in LOSS_MODULES:
         return None
     tree = ast.parse(Path(catalog.__file__).with_name(f"{LOSS_MODULES[loss]}.py").read_text())
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
-    # its own name, else the one it reads as without underscores (infonce: info_nce)
-    function = min(
-        functions, key=lambda node: (node.name.replace("_", "") != loss.replace("_", ""), node.name != loss)
-    )
+    function = next(f for f in functions if f.name.replace("_", "") == loss.replace("_", ""))
     lines = (ast.get_docstring(function) or "").splitlines() or [""]
     line = next((text for text in lines if text.startswith("Implements")), lines[0])
     titles = dict(re.findall(r'^\[(\d+)\][^"\n]*"([^"]+?)\.?"', ast.get_docstring(tree) or "", re.M))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,15 +152,11 @@ def evaluated(grid: Grid, key: str) -> bool:
     return all(t in tasks for t in group if t in TASKS)
 
 
-def sweep_point_names(names: Iterable[str], label: str, values: Iterable[Any]) -> dict[str, tuple[str, Any]]:
+def sweep_point_names(names: Collection[str], label: str, values: list) -> dict[str, tuple[str, Any]]:
     """Each of ``names`` that is a sweep point ``<method>-<label><value>`` of ``values``: name -> (method,
     value); the table's row of such a point is its method's (:func:`best_over_sweep`, a model card)."""
-    names = list(names)
     return {
-        name: (name.removesuffix(f"-{label}{value}"), value)
-        for value in values
-        for name in names
-        if name.endswith(f"-{label}{value}")
+        n: (n.removesuffix(f"-{label}{v}"), v) for v in values for n in names if n.endswith(f"-{label}{v}")
     }
 
 
