@@ -27,6 +27,7 @@ METRICS = {
     "pooling": "cls",
 }
 DATA = {"corpus": {"corpus": "file", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
+FIXTURE = {**DATA, "senteval": {"senteval": "fixture"}}
 
 
 def card(**overrides):
@@ -100,6 +101,7 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
     out = written_card(tmp_path, "README", METRICS, SUMMARY, {"corpus": tmp_path / "corpus.json"}, **cell)
     text = out.read_text()
     assert "| sts_avg | 75.50 | – | – |" in text and "base_model" not in text
+    assert "generated SentEval fixture" not in text and "generated SentEval fixture" in card(data=FIXTURE)
     assert out.read_text() == card(backbone="tiny-bert", base_model=None, data={"corpus": DATA["corpus"]})
 
 

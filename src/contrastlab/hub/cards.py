@@ -171,7 +171,10 @@ def model_card(
             summary, loss, kept, ("", "Every setting is in the checkpoint's `train_summary.json`.", "")
         ),
         *_evaluation(
-            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")), metrics, published
+            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe"))
+            + (FIXTURE if data.get("senteval", {}).get("senteval") == "fixture" else ""),
+            metrics,
+            published,
         ),
         *_mteb_rows(mteb),
         *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
@@ -223,6 +226,8 @@ SENTENCE_PROTOCOL = (
     "test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev accuracy Nie et al. "
     "print as TR.Avg). Published: the paper's number for this backbone and method, where it has one."
 )
+#: What a sentence card's scores are on the demo's generated SentEval data.
+FIXTURE = " Scored on contrastlab's generated SentEval fixture, not the published tasks' data."
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
     "## Publishing",
