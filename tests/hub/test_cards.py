@@ -27,6 +27,7 @@ METRICS = {
     "pooling": "cls",
 }
 DATA = {"corpus": {"corpus": "file", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
+FIXTURE = {**DATA, "senteval": {"senteval": "fixture"}}
 
 
 def card(**overrides):
@@ -88,6 +89,8 @@ def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
         assert tail == f"\n## Citation\n\n```bibtex\n{bibtex_block(papers_of(experiment))}\n```\n"
     li = card(experiment="li2024")
     assert "@misc{li2024unified," in li and "nie2023inadequacy" not in li
+    # an experiment no score table reads: its paper's figures that read it, in the heading and the provenance
+    assert card(experiment="li2024_fig6_tau").count("A Unified Paradigm for Gradient, Fig. 6") == 2
     # its two tables: the paper named once, then both (in the heading and the provenance; then its BibTeX)
     assert li.count("Towards Better Understanding") == 3 and "arXiv full version, Table 3 and Table 4." in li
 
@@ -98,6 +101,7 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
     out = written_card(tmp_path, "README", METRICS, SUMMARY, {"corpus": tmp_path / "corpus.json"}, **cell)
     text = out.read_text()
     assert "| sts_avg | 75.50 | – | – |" in text and "base_model" not in text
+    assert "generated SentEval fixture" not in text and "generated SentEval fixture" in card(data=FIXTURE)
     assert out.read_text() == card(backbone="tiny-bert", base_model=None, data={"corpus": DATA["corpus"]})
 
 
@@ -179,7 +183,7 @@ def test_an_oar_encoders_card_names_the_anchor_regression_term_and_loads_as_it_s
             tmp_path / method, "R", {"scores": {}}, summary, experiment="oar_cifar10", method=method
         )
         text, tags = out.read_text(), ModelCard.load(out).data.tags  # load_encoder: the encoder, its settings
-        assert "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)`" in text
+        assert 'import load_encoder\n\nencoder, summary = load_encoder("<this folder>")\n```' in text
         assert ("Orthonormal Anchor Regression" in text) == ("oar" in tags) == bool(fraction), method
 
 
@@ -214,3 +218,25 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
         "arxiv:2001.01234",
     ]
     assert ModelCard.load(path).data.tags == tags
+
+
+def test_a_sweep_points_card_has_its_methods_published_number_as_the_table_does(tmp_path):
+    """OAR Table 3 prints a method's best over its lr sweep, beside each point (a paper's rate, our own)."""
+    from contrastlab.tables.published import load_published
+
+    paper = load_published("oar_table3").set_index(["method", "key"])["value"]["oar_infonce", "ffn10_top1"]
+    for lr in (0.001, 0.3):
+        cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method=f"oar_infonce-lr{lr}")
+        text = written_card(
+            tmp_path, f"{lr}", {"scores": {"ffn10_top1": 60.0}}, {"settings": {"lr": lr}}, **cell
+        )
+        assert f"| ffn10_top1 | 60.00 | {paper:.2f} | {60 - paper:+.2f} |" in text.read_text(), lr
+        assert "Table 3 (oar_table3): the best over the paper's lr sweep" in text.read_text()
+
+
+def test_a_card_names_the_equation_its_loss_implements_from_the_losses_docstrings(tmp_path):
+    """The Training section quotes the loss function's docstring line, its references by title."""
+    assert "- Code: `contrastlab.losses.nie2023.info_nce`: Implements Eq. (1) of “On the Inadequacy" in card()
+    image = written_card(tmp_path, "R", {"scores": {}}, {"settings": {"loss": "ntxent"}}).read_text()
+    assert "(Eq. 1 of “A Simple Framework for Contrastive Learning of Visual Representations”)" in image
+    assert "- Code:" not in card(summary={**SUMMARY, "settings": {"loss": "my.py:my_loss"}})

@@ -10,7 +10,9 @@ given; nothing is typed by hand and nothing depends on the time it is written.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,11 +38,16 @@ from contrastlab.hub.publish import (
     training_corpus,
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
+from contrastlab.losses import catalog
+from contrastlab.losses.catalog import LOSS_MODULES
+from contrastlab.papers import paper_for, reference
 from contrastlab.paths import UnreadableMetricsError, read_metrics, write_json, write_text
+from contrastlab.tables.assemble import sweep_point_names
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = [
     "TRAINING_KEYS",
+    "loss_equation",
     "model_card",
     "published_scores",
     "vision_model_card",
@@ -58,32 +65,46 @@ TRAINING_KEYS = tuple(
 )
 
 
-def published_scores(experiment: str, backbone: str, method: str) -> list[dict[str, Any]]:
-    """The published scores of one cell in the experiment's score tables: table, reference, task, value."""
+def published_scores(
+    experiment: str, backbone: str, method: str, settings: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The published scores of one cell in the experiment's score tables: table, reference, task, value.
+    A sweep point of a table printing the best over its sweep (OAR Table 3's rates; the point's rate is
+    ``settings``'s or the paper's) has its method's, as the tables put them beside it."""
     rows = []
     for name, spec in TABLES.items():
         if spec.experiment != experiment or spec.kind != "scores":
             continue
-        paper = load_meta(name).get("paper", {})
+        meta = load_meta(name)
+        paper = meta.get("paper", {})
+        row, table = method, f"{paper.get('table', name)} ({name})"
+        if best := meta["layout"].get("best_over_sweep"):
+            own = [settings[best["label"]]] if best["label"] in (settings or {}) else []
+            if point := sweep_point_names([method], best["label"], [*best["values"], *own]).get(method):
+                row, table = point[0], f"{table}: the best over the paper's {best['label']} sweep"
         frame = load_published(name)
         # the cell's rows where the paper prints a number (NaN: "-")
-        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == method) & frame["value"].notna()]
-        table, reference = f"{paper.get('table', name)} ({name})", paper.get("reference", "")
+        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == row) & frame["value"].notna()]
         rows += [
-            {"table": table, "reference": reference, "task": task, "value": float(value)}
+            {"table": table, "reference": paper.get("reference", ""), "task": task, "value": float(value)}
             for task, value in zip(hits["key"], hits["value"], strict=True)
         ]
     return rows
 
 
 def _papers(experiment: str) -> list[str]:
-    seen: dict[str, list[str]] = {}  # each paper once, with its tables
+    seen: dict[str, list[str]] = {}  # each paper once, with its tables (or figures)
     for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "scores":
             paper = load_meta(name).get("paper", {})
             ref = str(paper.get("reference", name)).rstrip(".")
             seen[ref] = [*seen.get(ref, []), paper.get("table", name)]
-    return [f"{ref}, {' and '.join(dict.fromkeys(tables))}" for ref, tables in seen.items()]
+    if not seen and (paper := paper_for(experiment)):  # its paper's figures that read it, where no table does
+        figures = [f for f in paper.figures.values() if experiment in f.experiments]
+        shown = [m[0] for f in figures if (m := re.search(r"Fig\. [^:]+", f.caption))]
+        seen = {reference(paper).rstrip("."): shown} if shown else {}
+    listed = {ref: " and ".join(dict.fromkeys(names)) for ref, names in seen.items()}  # then A, B and C
+    return [f"{ref}, {re.sub(' and (?=.* and )', ', ', names)}" for ref, names in listed.items()]
 
 
 def _number(value: Any) -> str:
@@ -127,7 +148,7 @@ def model_card(
     None: unknown), the corpus's hub ids (``datasets``) and MTEB's scores (``mteb``)."""
     settings = summary.get("settings", {})
     loss = settings.get("loss", method).rpartition(":")[2]  # a user loss's callable, not its file path
-    published = published_scores(experiment, backbone, method)
+    published = published_scores(experiment, backbone, method, settings)
     papers = _papers(experiment)
     licence, licence_source = license or ("unknown", "not established")
     spearman = _number(summary.get("best_dev_spearman"))
@@ -150,7 +171,10 @@ def model_card(
             summary, loss, kept, ("", "Every setting is in the checkpoint's `train_summary.json`.", "")
         ),
         *_evaluation(
-            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")), metrics, published
+            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe"))
+            + (FIXTURE if data.get("senteval", {}).get("senteval") == "fixture" else ""),
+            metrics,
+            published,
         ),
         *_mteb_rows(mteb),
         *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
@@ -202,6 +226,8 @@ SENTENCE_PROTOCOL = (
     "test accuracy per task and `tr_avg` (their mean; `tr_devacc_avg`: the mean dev accuracy Nie et al. "
     "print as TR.Avg). Published: the paper's number for this backbone and method, where it has one."
 )
+#: What a sentence card's scores are on the demo's generated SentEval data.
+FIXTURE = " Scored on contrastlab's generated SentEval fixture, not the published tasks' data."
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
     "## Publishing",
@@ -255,14 +281,33 @@ def _sentence_usage(pooling: str) -> list[str]:
 OAR_TERM = "- Plus the Orthonormal Anchor Regression loss (OAR §4) on `oar_fraction`'s labels"
 
 
+def loss_equation(loss: str) -> str | None:
+    """What the built-in ``loss`` computes, as its function's docstring in ``contrastlab.losses`` says (read
+    from the source: no torch): the line beginning "Implements", else the first; each reference ``[k]`` by
+    the title the module's docstring lists; None for a loss of the user's. Its function is named as the
+    loss, underscores aside (infonce: ``info_nce``)."""
+    if loss not in LOSS_MODULES:
+        return None
+    tree = ast.parse(Path(catalog.__file__).with_name(f"{LOSS_MODULES[loss]}.py").read_text())
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    function = next(f for f in functions if f.name.replace("_", "") == loss.replace("_", ""))
+    lines = (ast.get_docstring(function) or "").splitlines() or [""]
+    line = next((text for text in lines if text.startswith("Implements")), lines[0])
+    titles = dict(re.findall(r'^\[(\d+)\][^"\n]*"([^"]+?)\.?"', ast.get_docstring(tree) or "", re.M))
+    line = re.sub(r"\[(\d+)\]", lambda ref: f"“{' '.join(titles.get(ref[1], ref[0]).split())}”", line)
+    return f"`contrastlab.losses.{LOSS_MODULES[loss]}.{function.name}`: {line}" if line else None
+
+
 def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence[str]) -> list[str]:
-    """The loss, precision and device, the steps and ``steps`` (what was kept, or the dataset), the
-    training settings a card lists, then ``after``."""
+    """The loss (and what its code says it implements), precision and device, the steps and ``steps``
+    (what was kept, or the dataset), the training settings a card lists, then ``after``."""
     settings = summary.get("settings", {})
+    equation = loss_equation(loss)
     return [
         "## Training",
         "",
         f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
+        *([f"- Code: {equation}"] if equation else []),
         f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
         f"device: {summary.get('device_name', '?')}",
         f"- Steps: {summary.get('steps')}; {steps}",
@@ -365,7 +410,7 @@ def vision_model_card(
     summary = summary or {}
     settings = summary.get("settings", {})
     loss = settings.get("loss", method).rpartition(":")[2]  # a user loss's callable, not its file path
-    published = published_scores(experiment, backbone, method)
+    published = published_scores(experiment, backbone, method, settings)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
     tags = (["oar"] if settings.get("oar_fraction") else []) + paper_tags_of(experiment)
@@ -417,13 +462,21 @@ def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
             f"{spec.get('out_dim') or 'the pooled features'}); the snippets are in contrastlab's "
             "`docs/encoders.md`."
         )
-    else:
-        usage = (
-            f"No stock torchvision model has this shape (width {spec.get('width', settings.get('width'))}): "
-            "`encoder, summary = contrastlab.training.vision.load_encoder(<this folder>)` loads it (the "
-            "encoder in eval mode and its `settings.json`)."
-        )
-    return ["## Usage", "", usage, ""]
+        return ["## Usage", "", usage, ""]
+    width = spec.get("width", settings.get("width"))
+    return [
+        "## Usage",
+        "",
+        f"No stock torchvision model has this shape (width {width}); contrastlab loads it (the encoder in "
+        "eval mode and its `settings.json`):",
+        "",
+        "```python",
+        "from contrastlab.training.vision import load_encoder",
+        "",
+        'encoder, summary = load_encoder("<this folder>")',
+        "```",
+        "",
+    ]
 
 
 def write_model_card(

@@ -152,17 +152,20 @@ def evaluated(grid: Grid, key: str) -> bool:
     return all(t in tasks for t in group if t in TASKS)
 
 
+def sweep_point_names(names: Collection[str], label: str, values: list) -> dict[str, tuple[str, Any]]:
+    """Each of ``names`` that is a sweep point ``<method>-<label><value>`` of ``values``: name -> (method,
+    value); the table's row of such a point is its method's (:func:`best_over_sweep`, a model card)."""
+    return {
+        n: (n.removesuffix(f"-{label}{v}"), v) for v in values for n in names if n.endswith(f"-{label}{v}")
+    }
+
+
 def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame:
     """Seed means of sweep points ``<method>-<label><value>`` reduced to their best point per (backbone,
     method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3's "highest
     classification accuracy" over Fig. 2's rates). A diverged point never wins and is listed in
     ``diverged_at``; a cell whose every point diverged keeps no mean. Other rows are kept."""
-    points = {
-        name: (name.removesuffix(f"-{label}{value}"), value)
-        for value in values
-        for name in agg["method"].unique()
-        if name.endswith(f"-{label}{value}")
-    }
+    points = sweep_point_names(agg["method"].unique(), label, values)
     if not points:
         return agg
     keys = ["backbone", "method", "key"]
