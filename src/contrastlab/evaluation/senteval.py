@@ -488,10 +488,8 @@ def evaluate_checkpoint(
     return {
         "training": trained_with(model_dir),
         "scores": scores,
-        "sts_avg": _group_mean(scores, P.STS_TASKS),
-        "tr_avg": _group_mean(scores, P.TRANSFER_TASKS),
         "devacc": devacc,
-        "tr_devacc_avg": _group_mean(devacc, P.TRANSFER_TASKS),
+        **{a: _group_mean(devacc if "devacc" in a else scores, g) for a, g in P.AVERAGED.items()},
         "alignment": alignment,
         "uniformity": uniformity,
         "alignment_split": P.ALIGNMENT_SPLIT,
