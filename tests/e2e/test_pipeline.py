@@ -114,7 +114,7 @@ def test_demo_produces_tables_and_report(finished_demo):
     # one seed: no noise estimate, and the command that adds seeds to exactly these cells
     assert "undecided (1/12 parts run): needs ≥ 2 seeds per cell" in row, row
     assert "bert-base: cl − pretrained = " in row
-    assert "| not run |" in claims  # claims whose cells the reduced demo does not train
+    assert "| not configured |" in claims  # claims whose cells the demo's grid does not have
     md = (results / "tables" / "nie2023_table1.md").read_text()
     assert " ?†" in md and "? undecided (no noise estimate" in md
     csv = pd.read_csv(results / "tables" / "nie2023_table1.csv", dtype=str, keep_default_na=False)

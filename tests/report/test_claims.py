@@ -18,6 +18,7 @@ from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT, shared_dir
 from contrastlab.report.claims import (
     MIN_SEEDS,
+    NOT_CONFIGURED,
     NOT_REPRODUCED,
     NOT_RUN,
     PAPERS,
@@ -100,6 +101,14 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
         assert set(claim["backbones"]) <= set(exp["backbones"]), claim["id"]
         for link in claim["links"]:
             assert link in TABLES or link in figures, (claim["id"], link)
+
+
+def test_a_claim_the_presets_grid_cannot_run_reads_not_configured():
+    """Not "not run" (a rerun fills it) but "not configured", as the tables word a cell outside the grid:
+    every claim on cpu.yaml (MiniLM and InfoNCE only), none on config.yaml."""
+    cpu, empty = cl_config.load(REPO_ROOT / "config" / "cpu.yaml"), metrics({})
+    assert {evaluate_claim(c, empty, Grid(FULL)).kind for c in all_claims()} == {NOT_RUN}
+    assert {evaluate_claim(c, empty, Grid(cpu)).kind for c in all_claims()} == {NOT_CONFIGURED}
 
 
 def metrics(cells: dict[tuple[str, str], list[float]], experiment: str = "macl", task: str = "sts_avg"):

@@ -223,15 +223,16 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
     unsupported = {"paper": "nie2023", "paper_tables": "Table 1 disagrees"}
     results += [ClaimResult(unsupported, "not reproduced", []), ClaimResult(unsupported, "undecided", [])]
     assert verdict_tally(results) == {
-        "reproduced": 2, "not reproduced": 1, "paper unsupported": 1, "undecided": 2, "not run": 3
+        "reproduced": 2, "not reproduced": 1, "paper unsupported": 1, "undecided": 2, "not run": 3,
+        "not configured": 0,
     }  # fmt: skip
     assert tally_line(results) == (
-        "Tally: reproduced 2 · not reproduced 1 · paper unsupported 1 · undecided 2 · not run 3 "
-        "(of 9 claims)."
+        "Tally: reproduced 2 · not reproduced 1 · paper unsupported 1 · undecided 2 · not run 3 · "
+        "not configured 0 (of 9 claims)."
     )
     assert tally_line([]) == (
-        "Tally: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 0 · not run 0 "
-        "(of 0 claims)."
+        "Tally: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 0 · not run 0 · "
+        "not configured 0 (of 0 claims)."
     )
 
 
@@ -258,7 +259,14 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
         counts = re.sub(r"<[^>]+>", "", claims.split("</p>")[0])  # zero counts carry no badge
         tally = dict(re.findall(r"((?:not |paper )?[a-z]+) (\d+)", counts.removeprefix("\nTally: ")))
         table = claims.split("<table>", 1)[1]
-        for word in ("reproduced", "not reproduced", "paper unsupported", "undecided", "not run"):
+        for word in (
+            "reproduced",
+            "not reproduced",
+            "paper unsupported",
+            "undecided",
+            "not run",
+            "not configured",
+        ):
             kind = word.replace(" ", "-")
             badges = table.count(f'<td><span class="badge v-{kind}">')
             badges += table.count(f'<td><details class="why"><summary><span class="badge v-{kind}">')

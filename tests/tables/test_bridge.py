@@ -46,6 +46,7 @@ def test_one_row_per_checkpoint_and_task_whose_parts_add_up_also_in_the_report(t
     assert row["ST evaluator"] == row["MTEB"]
     lines = paths[1].read_text().splitlines()
     assert lines[0] == "# SentEval protocol -> MTEB, step by step"
+    assert lines[3] == "|---|---|---|" + "---:|" * 10  # the numbers right-aligned, as in every other table
     assert any(
         line.startswith("| nie2023/tiny-bert/cl/seed42 | STSBenchmark | standin | 80.00 |") for line in lines
     )
@@ -56,3 +57,4 @@ def test_one_row_per_checkpoint_and_task_whose_parts_add_up_also_in_the_report(t
     report = (tmp_path / "report.md").read_text()
     assert "## SentEval protocol and MTEB on the same checkpoints" in report
     assert "| nie2023/tiny-bert/cl/seed42 | STSBenchmark | standin | 80.00 |" in report
+    assert "|---|---|---|" + "---:|" * 10 in report

@@ -235,7 +235,7 @@ def _evaluate(
 def evaluate(
     encode: Encode,
     data_dir: str | Path,
-    tasks: Iterable[str] = P.TASKS,
+    tasks: Iterable[str] | None = P.TASKS,
     mode: str = "test",
     *,
     cache_dir: str | Path | None = None,
@@ -245,10 +245,10 @@ def evaluate(
 
     ``encode(list[str]) -> [n, d]`` is called once, with every unique sentence the tasks need;
     ``data_dir`` holds ``downstream/``; ``tasks`` as ``P.TASKS`` or ``P.TASK_ALIASES`` (answered under the
-    name given); ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev`` (k = 5; ``dev`` scores STS-B/SICK-R
-    on their dev split). ``cache_dir`` keeps embeddings between calls.
+    name given; ``None``: all of ``P.TASKS``); ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev``
+    (k = 5; ``dev`` scores STS-B/SICK-R on their dev split). ``cache_dir`` keeps embeddings between calls.
     """
-    asked = (tasks,) if isinstance(tasks, str) else tuple(tasks)
+    asked = P.TASKS if tasks is None else (tasks,) if isinstance(tasks, str) else tuple(tasks)
     scores = _evaluate(encode, data_dir, asked, mode, cache_dir=cache_dir)["scores"]
     return {task: scores[P.TASK_ALIASES.get(task, task)] for task in asked}
 
@@ -488,10 +488,8 @@ def evaluate_checkpoint(
     return {
         "training": trained_with(model_dir),
         "scores": scores,
-        "sts_avg": _group_mean(scores, P.STS_TASKS),
-        "tr_avg": _group_mean(scores, P.TRANSFER_TASKS),
         "devacc": devacc,
-        "tr_devacc_avg": _group_mean(devacc, P.TRANSFER_TASKS),
+        **{a: _group_mean(devacc if "devacc" in a else scores, g) for a, g in P.AVERAGED.items()},
         "alignment": alignment,
         "uniformity": uniformity,
         "alignment_split": P.ALIGNMENT_SPLIT,

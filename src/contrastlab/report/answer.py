@@ -21,6 +21,7 @@ from contrastlab.papers import TableSpec, paper_for
 from contrastlab.report.claims import (
     ADD_SEEDS_MAX,
     MAX_SEEDS,
+    NOT_CONFIGURED,
     NOT_REPRODUCED,
     NOT_RUN,
     PAPER_UNSUPPORTED,
@@ -39,8 +40,8 @@ from contrastlab.tables.verdicts import MARKERS
 
 def verdict_tally(results) -> dict[str, int]:
     """How many claims of ``results`` have each verdict, in :data:`TALLY_COLUMNS`' order (reproduced, not
-    reproduced, paper unsupported, undecided, not run), zeros included (:attr:`ClaimResult.kind`)."""
-    return {kind: sum(r.kind == kind for r in results) for kind in TALLY_COLUMNS}
+    reproduced, paper unsupported, undecided, not run), then not configured; zeros included (``.kind``)."""
+    return {kind: sum(r.kind == kind for r in results) for kind in (*TALLY_COLUMNS, NOT_CONFIGURED)}
 
 
 def heading(paper: str) -> str:
@@ -90,13 +91,17 @@ def full_run_command(configfile: str = FULL_PRESET) -> str:
 
 
 def not_run_text(results, configfile: str | None) -> str:
-    """What would run the claims counted "not run": on the full preset (:data:`FULL_PRESET`) its own
-    command, which resumes the run; on any other the full run's command; "" when every claim ran."""
-    missing = sum(r.kind == NOT_RUN for r in results)
-    if not missing:
+    """What would run the claims counted "not run" and "not configured" (outside the preset's grid): on the
+    full preset (:data:`FULL_PRESET`) its own command, which resumes the run; on any other, or for a claim
+    not configured, the full run's command; "" when every claim ran."""
+    missing, outside = (sum(r.kind == kind for r in results) for kind in (NOT_RUN, NOT_CONFIGURED))
+    counts = [f"Not run: {missing} claims whose cells have no metrics in this run"] * bool(missing)
+    counts += [f"not configured: {outside} claims whose cells are outside this preset's grid"] * bool(outside)
+    if not counts:
         return ""
-    text = f"Not run: {missing} claims whose cells have no metrics in this run; "
-    if configfile == FULL_PRESET:
+    text = "; ".join(counts)
+    text = text[0].upper() + text[1:] + "; "
+    if configfile == FULL_PRESET and not outside:
         return text + f"`{full_run_command()}` runs them (it resumes where the run stopped)."
     return (
         text + f"the full run (`{FULL_PRESET}`) trains them all: `{full_run_command()}` (`make plan` first)."
@@ -146,7 +151,8 @@ def gain_of(table: Table, method: str) -> str:
     return f"{labels.get(method, method)} over {labels.get(base, base)}" if base else ""
 
 
-#: The answer's claim columns: each verdict, in the tally's order, by its column's header.
+#: The answer's claim columns: each verdict, in the tally's order, by its column's header (the claims not
+#: configured are counted in the line below the table: a column more would not fit 1024 px).
 TALLY_COLUMNS = {
     REPRODUCED: "reproduced",
     NOT_REPRODUCED: "not",
@@ -162,7 +168,7 @@ def tally_cells(results) -> dict:
     """:func:`verdict_tally` as the answer's claim columns (:data:`TALLY_COLUMNS`): a count above zero in
     its verdict's badge (report.html), a zero plain (no finding)."""
     counts = verdict_tally(results)
-    return {TALLY_COLUMNS[v]: Cell(str(n), kind_of(v)) if n else "0" for v, n in counts.items()}
+    return {TALLY_COLUMNS[v]: Cell(str(counts[v]), kind_of(v)) if counts[v] else "0" for v in TALLY_COLUMNS}
 
 
 def answer_rows(

@@ -29,22 +29,26 @@ from contrastlab.config import Grid, load
 from contrastlab.paths import read_yaml
 from contrastlab.report.contrasts import cell_of, contrast, contrast_parts
 from contrastlab.report.figure_values import (
+    _terms,
     check_figure_values,
     figure_numbers_text,
     figure_parts,
     figure_verdict,
 )
 from contrastlab.report.parts import (
+    NOT_CONFIGURED,
     NOT_REPRODUCED,
     NOT_RUN,
     PAPER_UNSUPPORTED,
     REPRODUCED,
     UNDECIDED,
     PartResult,
+    ours_backbone,
     tasks_of,
 )
 from contrastlab.report.trend import check_trend, trend_parts
 from contrastlab.stats import LEVEL, holm_rejections, seeds_needed
+from contrastlab.tables.assemble import configured, evaluated
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools
 
@@ -145,6 +149,7 @@ class ClaimResult:
     claim: dict[str, Any]
     verdict: str
     parts: list[PartResult]
+    configured: bool = True  # False: not run, and no part in the config's grid (_in_grid)
 
     @property
     def parts_run(self) -> int:
@@ -158,9 +163,12 @@ class ClaimResult:
     @property
     def kind(self) -> str:
         """The verdict as the report counts it: :data:`PAPER_UNSUPPORTED` for a claim that reads "not
-        reproduced" and whose sentence the paper's own tables do not support either, else the verdict."""
+        reproduced" and whose sentence the paper's own tables do not support either, :data:`NOT_CONFIGURED`
+        for one not run that the config's grid cannot run, else the verdict."""
         if self.verdict == NOT_REPRODUCED and self.claim.get("paper_tables"):
             return PAPER_UNSUPPORTED
+        if self.verdict == NOT_RUN and not self.configured:
+            return NOT_CONFIGURED
         return self.verdict
 
     @property
@@ -190,7 +198,8 @@ def evaluate_claim(
     check_relation(claim, "evaluate_claim")
     if claim.get("relation") == "figure_values":  # a reading of a figure's numbers, no seed statistics
         parts = figure_parts(claim, grid)
-        return ClaimResult(claim, figure_verdict(parts, claim.get("combine", "all")), parts)
+        verdict = figure_verdict(parts, claim.get("combine", "all"))
+        return ClaimResult(claim, verdict, parts, verdict != NOT_RUN or _in_grid(grid, claim, parts))
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
@@ -203,7 +212,7 @@ def evaluate_claim(
             for t in tasks_of(claim)
             for p in claim["parts"]
         ]
-        return ClaimResult(claim, NOT_RUN, parts)
+        return ClaimResult(claim, NOT_RUN, parts, configured=False)
     seeds = grid.experiment(name).seeds
     values = _seed_values(metrics, name, seeds)
     ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
@@ -216,7 +225,27 @@ def evaluate_claim(
     _holm_and_seeds(parts, pending, level, claim.get("at_least", 0))
     for p in parts:  # whose cells the numbers are: a toy's where the config lacks the paper's backbone
         p.stand_in = "" if p.backbone in (experiment.get("backbones") or []) else ours_for.get(p.backbone, "")
-    return ClaimResult(claim, _claim_verdict(claim, parts), parts)
+    verdict = _claim_verdict(claim, parts)
+    return ClaimResult(claim, verdict, parts, verdict != NOT_RUN or _in_grid(grid, claim, parts))
+
+
+def _in_grid(grid: Grid, claim: dict[str, Any], parts: list[PartResult]) -> bool:
+    """Whether a rerun of the config could run a part of the claim: every cell of the part (on the claim's
+    backbone or its stand-in) in the config's grid, its task scored (``tables.assemble.configured``,
+    ``evaluated``); a figure's part: its study in the config, the methods its rows name in the grid."""
+    name, exp = str(claim["experiment"]), grid.experiment(str(claim["experiment"]))
+    ours_for = {paper: toy for toy, paper in exp.stand_ins.items()}
+
+    def cells_in(backbone: str, cells: list[tuple[str, str]]) -> bool:
+        ours = ours_backbone(backbone, exp.spec, ours_for)
+        return all(configured(grid, name, ours, m) and evaluated(grid, t) for m, t in cells)
+
+    if claim.get("relation") != "figure_values":
+        return any(cells_in(p.backbone, [cell_of(t, p.task) for t in p.terms]) for p in parts)
+    if not exp.configured:  # a study block of its own (oar_synthetic), or none
+        return exp.has_study
+    named = [[(r["method"], "") for _, r in _terms(part) if "method" in r] for part in claim["parts"]]
+    return any(cells_in(b, cells) for b in claim["backbones"] for cells in named)
 
 
 def _holm_and_seeds(parts: list[PartResult], pending: list[tuple], level: float, at_least: int = 0) -> None:
@@ -321,6 +350,7 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
     word, tail = result.verdict, ""
     if result.kind == PAPER_UNSUPPORTED:
         word, tail = PAPER_UNSUPPORTED, f": {result.verdict}, as on the paper's own tables"
+    word = NOT_CONFIGURED if result.kind == NOT_CONFIGURED else word
     run = ""
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         run = f" ({result.parts_run}/{len(result.parts)} parts run)"

@@ -46,6 +46,7 @@ BADGE_COLOURS = {
     "paper-unsupported": ("#d1c4e9", "#311b92"),
     "undecided": ("#ffe0b2", "#8a4b00"),
     "not-run": ("#e0e0e0", "#424242"),
+    "not-configured": ("#e0e0e0", "#424242"),
     "within": ("#c8e6c9", "#1b5e20"),
     "above": ("#bbdefb", "#0d47a1"),
     "below": ("#ffcdd2", "#b71c1c"),

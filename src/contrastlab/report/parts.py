@@ -14,6 +14,9 @@ REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced",
 #: A claim that reads "not reproduced" where the paper's own tables do not support its sentence either
 #: (its ``paper_tables``): counted and coloured apart, since a perfect reproduction reads the same.
 PAPER_UNSUPPORTED = "paper unsupported"
+#: A claim not run that a rerun of the preset cannot run either: no part has all its cells in the config's
+#: grid (its tasks scored), as the tables word a cell outside it.
+NOT_CONFIGURED = "not configured"
 
 
 def tasks_of(claim: dict[str, Any]) -> list[str]:

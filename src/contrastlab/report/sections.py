@@ -492,9 +492,10 @@ def _claims_guide() -> list:
     return guide
 
 
-#: Above the claims of a paper the config has no experiment, table or figure of: why each reads "not run".
+#: Above the claims of a paper the config has no experiment, table or figure of: why each reads "not
+#: configured".
 NO_EXPERIMENT = (
-    "This config has none of the paper's experiments: its claims read “not run” here; "
+    "This config has none of the paper's experiments: its claims read “not configured” here; "
     "`config.yaml` runs them."
 )
 LAYOUT_TEXT = (
@@ -506,7 +507,8 @@ CLAIMS_TEXT = (
     "Each paper's headline claims (`src/contrastlab/report/claims/<paper>.yaml`, quoted from the paper) "
     "checked on our metrics, listed in each paper's section below: reproduced / not reproduced when the "
     "difference clears the seed-noise interval (level 0.95), undecided when it does not (with the seeds "
-    "per cell that would decide it at the measured noise), not run when its cells have no metrics. A "
+    "per cell that would decide it at the measured noise), not run when its cells have no metrics (not "
+    "configured when no part's cells are all in the config's grid: a rerun of this preset cannot run it). A "
     "“comparable or better” claim is a non-inferiority test at the margin its claim file states and "
     "reasons (printed with its numbers): reproduced only when the interval's lower bound is above "
     "−margin, not reproduced when its upper bound is below −margin, else undecided. A claim of several "

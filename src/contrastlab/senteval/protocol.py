@@ -14,6 +14,8 @@ from types import MappingProxyType
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 TASKS = STS_TASKS + TRANSFER_TASKS
+# The averages a metrics file holds (protocol.md §4): STS.Avg, TR.Avg, and TR.Avg of the dev accuracies.
+AVERAGED = MappingProxyType({"sts_avg": STS_TASKS, "tr_avg": TRANSFER_TASKS, "tr_devacc_avg": TRANSFER_TASKS})
 # protocol.md §4's names of three tasks, taken too (evaluate answers under the name given).
 TASK_ALIASES = MappingProxyType({"STS-B": "STSBenchmark", "SICK-R": "SICKRelatedness", "SST-2": "SST2"})
 MODES = ("test", "fasttest", "dev")

@@ -19,7 +19,7 @@ import pandas as pd
 
 from contrastlab.config import Grid, MethodOn, expanded_methods
 from contrastlab.search import SEARCHED, searched_method, searched_methods
-from contrastlab.senteval.protocol import STS_TASKS, TASKS, TRANSFER_TASKS
+from contrastlab.senteval.protocol import AVERAGED, TASKS
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_meta, load_published, paper_backbones
@@ -148,7 +148,7 @@ def evaluated(grid: Grid, key: str) -> bool:
     """Whether the config's ``evaluation.tasks`` score ``key``: a SentEval task in them, an average whose
     every task is in them, or any other key (a vision task, the dev Spearman)."""
     tasks = grid.options.evaluation.get("tasks") or TASKS
-    group = {"sts_avg": STS_TASKS, "tr_avg": TRANSFER_TASKS, "tr_devacc_avg": TRANSFER_TASKS}.get(key, [key])
+    group = AVERAGED.get(key, [key])
     return all(t in tasks for t in group if t in TASKS)
 
 

@@ -71,7 +71,7 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> list[Path]:
     csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
     write_text(csv_path, buffer.getvalue())  # atomically (paths.atomic_write)
     write_text(
-        md_path, to_markdown([Heading(1, "SentEval protocol -> MTEB, step by step"), rows_table(rows)])
+        md_path, to_markdown([Heading(1, "SentEval protocol -> MTEB, step by step"), rows_table(rows, 3)])
     )
     return [csv_path, md_path]
 
@@ -93,5 +93,5 @@ BRIDGE_TEXT = (
 
 def bridge_blocks(rows: list[dict[str, str]], level: int = 2) -> list:
     """The report's section of the bridge ``rows`` (:func:`bridge_rows`): its heading at ``level`` (2 on
-    its own, 3 under its paper's section), what the columns mean, the table."""
-    return [Heading(level, BRIDGE_TITLE), Paragraph(BRIDGE_TEXT), rows_table(rows)]
+    its own, 3 under its paper's section), what the columns mean, the table (numbers right-aligned)."""
+    return [Heading(level, BRIDGE_TITLE), Paragraph(BRIDGE_TEXT), rows_table(rows, right=3)]
