@@ -29,11 +29,11 @@ from contrastlab.config import Grid, load
 from contrastlab.paths import read_yaml
 from contrastlab.report.contrasts import cell_of, contrast, contrast_parts
 from contrastlab.report.figure_values import (
-    _terms,
     check_figure_values,
     figure_numbers_text,
     figure_parts,
     figure_verdict,
+    part_terms,
 )
 from contrastlab.report.parts import (
     NOT_CONFIGURED,
@@ -244,7 +244,7 @@ def _in_grid(grid: Grid, claim: dict[str, Any], parts: list[PartResult]) -> bool
         return any(cells_in(p.backbone, [cell_of(t, p.task) for t in p.terms]) for p in parts)
     if not exp.configured:  # a study block of its own (oar_synthetic), or none
         return exp.has_study
-    named = [[(r["method"], "") for _, r in _terms(part) if "method" in r] for part in claim["parts"]]
+    named = [[(r["method"], "") for _, r in part_terms(part) if "method" in r] for part in claim["parts"]]
     return any(cells_in(b, cells) for b in claim["backbones"] for cells in named)
 
 

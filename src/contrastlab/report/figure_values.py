@@ -37,7 +37,8 @@ BOUNDS = {
 }
 
 
-def _terms(part: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+def part_terms(part: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    """A figure part's (coefficient, rows) terms: its ``terms``, else its ``rows`` with coefficient 1."""
     if "terms" in part:
         return [(float(c), dict(rows)) for c, rows in part["terms"]]
     return [(1.0, dict(part.get("rows") or {}))]
@@ -59,7 +60,7 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
         if ("rows" in part) == ("terms" in part):
             raise ValueError(f"{name}: a {RELATION} part has rows or terms (one of them), got {part!r}")
         try:
-            terms = _terms(part)
+            terms = part_terms(part)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name}: terms are [coefficient, {{column: value}}], got {part!r}") from err
         if part.get("at", "every") == "every" and [c for c, _ in terms] != [1.0]:
@@ -123,7 +124,7 @@ def part_label(part: dict[str, Any]) -> str:
 
     at, column = part.get("at", "every"), part["column"]
     how = f"{at} {column}" + (f" (weights {part['weights']})" if part.get("weights") else "")
-    terms = _terms(part)
+    terms = part_terms(part)
     if len(terms) == 1 and terms[0][0] == 1.0:
         return f"{part['csv']}: {how} of {sel(terms[0][1])}"
     text = "".join(
@@ -210,8 +211,8 @@ def _read_part(
         frame = frame[own if own.any() else names == stand_in]
     key, _, bound = bound_of(part)
     meets = BOUNDS[key][1]
-    selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
-    empty = [rows for (_, rows), (_, sel) in zip(_terms(part), selections, strict=True) if sel.empty]
+    selections = [(c, _select(frame, rows)) for c, rows in part_terms(part)]
+    empty = [rows for (_, rows), (_, sel) in zip(part_terms(part), selections, strict=True) if sel.empty]
     if part["column"] not in frame.columns:
         result.missing = [f"column {part['column']} of figures/{csv}.csv"]
         return
@@ -258,7 +259,7 @@ def _read_every_row(
     meets = BOUNDS[bound_of(part)[0]][1]
     values = pd.to_numeric(rows[part["column"]], errors="coerce").dropna()
     if values.empty:
-        result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
+        result.missing = [f"a number in rows {part_terms(part)[0][1]} of figures/{csv}.csv"]
         return
     ok = [meets(float(v), bound) for v in values]
     result.seeds = len(ok)
