@@ -114,6 +114,9 @@ def check_config_words(words: Iterable[str] | None) -> None:
 #: (contrastlab.report.answer). An environment variable, not a rule's param: naming the same preset by
 #: another path re-renders nothing.
 CONFIGFILES_VARIABLE = "CONTRASTLAB_CONFIGFILES"
+#: Set beside it: the run's ``--config`` words as given, shell-quoted, which the printed commands carry (a
+#: run given ``results_dir=...`` is resumed and seeded there, not in its preset's folder).
+CONFIG_WORDS_VARIABLE = "CONTRASTLAB_CONFIG_WORDS"
 
 
 def configfile_words(configfiles: Iterable[str | os.PathLike], workdir: str | os.PathLike) -> str:
