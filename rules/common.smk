@@ -13,10 +13,16 @@ import dataclasses
 import functools
 import os
 import re
+import shlex
 import sys
 
 from contrastlab import config as cl_config
-from contrastlab.config.command_line import CONFIGFILES_VARIABLE, check_config_words, configfile_words
+from contrastlab.config.command_line import (
+    CONFIG_WORDS_VARIABLE,
+    CONFIGFILES_VARIABLE,
+    check_config_words,
+    configfile_words,
+)
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
@@ -55,6 +61,7 @@ except cl_config.ConfigError as error:
     sys.exit(f"contrastlab: {error}")
 # The preset the report's add-seeds lines name (an environment variable: its path decides no rerun).
 os.environ[CONFIGFILES_VARIABLE] = configfile_words(workflow.configfiles, os.getcwd())
+os.environ[CONFIG_WORDS_VARIABLE] = shlex.join(workflow.config_settings.config_args or ())  # and --config's
 # Validated once per workflow, here, and in place: the jobs' snakemake.config is this same dict, so no job
 # validates it (nor imports and runs the user's losses) again. validate() is idempotent, which a SLURM
 # job's own parse of the Snakefile relies on.

@@ -5,6 +5,7 @@ tests/e2e/test_dvc.py."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 
@@ -47,7 +48,11 @@ def test_each_stage_runs_its_preset_into_the_preset_results_dir_and_versions_its
     flags = [next(iter(out.values())) for out in stage["do"]["outs"]]
     assert [flag.get("cache", True) for flag in flags] == [True] * len(RESULTS_OUTPUTS) + [False, False]
     assert all(flag.get("persist") for flag in flags)  # Snakemake reruns what changed; a refusal keeps them
-    assert stage["do"]["cmd"] == ".venv/bin/python scripts/reproduce.py --configfile ${item.config}"
+    assert stage["do"]["cmd"] == '.venv/bin/python scripts/reproduce.py --configfile "${item.config}"'
+    # DVC runs cmd in a shell: a preset named with a space (added to foreach) stays one word
+    assert shlex.split(stage["do"]["cmd"].replace("${item.config}", "config/my demo.yaml"))[-1].endswith(
+        "my demo.yaml"
+    )
     assert stage["do"]["always_changed"] is True
     assert dvc_yaml["metrics"] == [SUMMARY_DIR] and dvc_yaml["plots"] == [PLOTS_DIR]
 

@@ -69,6 +69,15 @@ def test_a_configfile_or_working_directory_a_shell_would_interpret_is_refused(tm
     assert str(caught.value).startswith("working directory '/scratch/a`b`': holds '`'"), caught.value
 
 
+@pytest.mark.fault("a space in the path of the Python Snakemake runs in", "refused naming it, before any job")
+def test_an_interpreter_path_the_job_command_would_split_is_refused(tmp_path, observed):
+    check_command_paths([], str(tmp_path), interpreter="/scratch/my-clone-ü/.venv/bin/python")
+    with pytest.raises(cl_config.ConfigError) as caught:  # Snakemake runs "<python> <script>" unquoted
+        check_command_paths([], "/scratch/my clone", interpreter="/scratch/my clone/.venv/bin/python")
+    observed(str(caught.value))
+    assert str(caught.value).startswith("Python '/scratch/my clone/.venv/bin/python': holds ' '"), caught
+
+
 # --- S5: the Makefile's values reach the scripts as single arguments ---------------------------------------
 
 

@@ -285,6 +285,23 @@ def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkey
     assert intro.text.endswith(capped)
 
 
+def test_the_printed_commands_keep_the_runs_config_words(monkeypatch):
+    """A run given ``--config 'results_dir=...'`` (or data paths) is resumed and seeded with them, in the
+    same ``--config`` as the seeds (a second one would replace the first), not into the preset's folder."""
+    from contrastlab.config.command_line import CONFIG_WORDS_VARIABLE, CONFIGFILES_VARIABLE
+    from contrastlab.report import answer
+
+    monkeypatch.setattr(answer, "seed_plan", lambda results, grid: NIE_PLAN)
+    monkeypatch.setenv(CONFIGFILES_VARIABLE, "config.yaml")
+    monkeypatch.setenv(CONFIG_WORDS_VARIABLE, "'results_dir=/scratch/my res'")
+    intro, code = answer.add_seeds_blocks([], None)
+    words = "--config 'results_dir=/scratch/my res'"
+    assert code.lines[1] == f'run() {{ .venv/bin/snakemake --configfile config.yaml {words} "$SEEDS" "$@"; }}'
+    assert "make add-seeds CONFIG" not in intro.text  # it would seed the preset's own folder
+    not_run = answer.not_run_text([SimpleNamespace(kind="not run")], "config.yaml")
+    assert f"--configfile config.yaml {words}` runs them (it resumes" in not_run
+
+
 def test_the_first_screens_rows_count_uneven_papers_and_all_papers_sums_them():
     """Uneven, unrun and claimless papers get their rows (or none); All papers sums them by verdict."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.config.command_line import CONFIGFILES_VARIABLE
+from contrastlab.config.command_line import CONFIG_WORDS_VARIABLE, CONFIGFILES_VARIABLE
 from contrastlab.figures.catalog import figures
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
@@ -27,6 +27,7 @@ def test_the_finished_demo_renders_the_golden_report(tmp_path, monkeypatch):
         archive.extractall(results, filter="data")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(CONFIGFILES_VARIABLE, "config/demo.yaml")  # as rules/common.smk sets it for the job
+    monkeypatch.setenv(CONFIG_WORDS_VARIABLE, "")  # make demo gives no --config words
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     written = build_report(Results("results/demo"), demo, figures=figures(Grid(demo)))
     assert written[-2:] == [Path("results/demo/report.md"), Path("results/demo/report.html")]

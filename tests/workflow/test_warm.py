@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +35,7 @@ hand_over(globals())
 # A stand-in for a Snakemake script: the preamble and the hand-over, then the job.
 SCRIPT = """
 import sys
+import tempfile
 library_at_start = sorted(name for name in sys.modules if name.startswith("contrastlab"))
 HAND_OVER
 import json, os, sys, time
@@ -375,11 +377,10 @@ def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
     # and inside its container
     assert warm.cold_by_setting({"APPTAINER_CONTAINER": "/images/contrastlab.sif"}) == "in a container"
     assert warm.cold_by_setting({warm.FORK_MARK: "1"}) is not None  # the fork runs the script itself
-    shared = tmp_path / "tmp"
-    shared.mkdir()
-    (shared / f"contrastlab-warm-{os.getuid()}").mkdir(mode=0o777)
-    os.chmod(shared / f"contrastlab-warm-{os.getuid()}", 0o777)  # others could plant a socket there
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory(dir="/tmp") as short:
+        shared = Path(short)  # short: a socket's address holds at most 107 bytes
+        (shared / f"contrastlab-warm-{os.getuid()}").mkdir(mode=0o777)
+        os.chmod(shared / f"contrastlab-warm-{os.getuid()}", 0o777)  # others could plant a socket there
         patch.setenv("TMPDIR", str(shared))
         patch.setattr("tempfile.tempdir", None)
         assert warm.socket_path(os.environ) is None
@@ -387,6 +388,12 @@ def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
         assert warm.socket_path(os.environ) == (
             shared / f"contrastlab-warm-{os.getuid()}" / f"{starter_key(os.environ)}.sock"
         )
+        deep = tmp_path / ("scratch-" * 12)  # a cluster's TMPDIR too deep for an AF_UNIX address
+        deep.mkdir()
+        patch.setenv("TMPDIR", str(deep))
+        patch.setattr("tempfile.tempdir", None)
+        address = warm.socket_path(os.environ)  # the starter binds <address>.<pid>: /tmp's folder instead
+        assert address == Path("/tmp", f"contrastlab-warm-{os.getuid()}", f"{starter_key(os.environ)}.sock")
 
 
 def test_the_starter_key_follows_what_a_fork_inherits_but_not_per_run_variables(tmp_path):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from contrastlab.config.schema import ConfigError, key_path
 
 #: Characters a shell reads inside ``sbatch --wrap="..."`` (and, for keys, ``'``); see the module's doc.
 SHELL_SPECIAL = frozenset('$`\\"')
+#: Characters a shell reads in an unquoted word (besides whitespace): the interpreter's path.
+UNQUOTED_SPECIAL = frozenset("$`\\\"';&|<>()*?[")
 FIX = (
     'which the SLURM submission\'s shell would interpret (sbatch --wrap="..." quotes the job command '
     'in double quotes); remove $, `, \\, " and control characters from it'
@@ -72,13 +75,21 @@ def check_command_strings(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"config key {key_path(path)}: {what} holds {ch!r}, {FIX}")
 
 
-def check_command_paths(configfiles: Iterable[str], workdir: str) -> None:
+def check_command_paths(configfiles: Iterable[str], workdir: str, interpreter: str = sys.executable) -> None:
     """The ``--configfile`` paths and the working directory (in the job command as the Snakefile's and
-    Snakemake's own paths) pass :func:`unsafe_character`; :class:`ConfigError` naming the path if not."""
+    Snakemake's own paths) pass :func:`unsafe_character`, and the ``interpreter``, which Snakemake writes
+    unquoted (``<python> <script>``, ``<python> -m snakemake``), holds no whitespace or shell character
+    either; :class:`ConfigError` naming the path if not."""
     for what, path in [*(("--configfile", str(p)) for p in configfiles), ("working directory", workdir)]:
         ch = unsafe_character(path)
         if ch is not None:
             raise ConfigError(f"{what} {path!r}: holds {ch!r}, {FIX.replace('from it', 'from the path')}")
+    if (ch := next((c for c in interpreter if c.isspace() or c in UNQUOTED_SPECIAL), None)) is not None:
+        raise ConfigError(
+            f"Python {interpreter!r}: holds {ch!r}, and Snakemake starts every job's script with this path "
+            "unquoted (snakemake/snakemake#2645): every job would fail; clone the repository and run make "
+            "install at a path without spaces or shell characters (a .venv cannot be moved)"
+        )
 
 
 def check_config_words(words: Iterable[str] | None) -> None:
@@ -103,6 +114,9 @@ def check_config_words(words: Iterable[str] | None) -> None:
 #: (contrastlab.report.answer). An environment variable, not a rule's param: naming the same preset by
 #: another path re-renders nothing.
 CONFIGFILES_VARIABLE = "CONTRASTLAB_CONFIGFILES"
+#: Set beside it: the run's ``--config`` words as given, shell-quoted, which the printed commands carry (a
+#: run given ``results_dir=...`` is resumed and seeded there, not in its preset's folder).
+CONFIG_WORDS_VARIABLE = "CONTRASTLAB_CONFIG_WORDS"
 
 
 def configfile_words(configfiles: Iterable[str | os.PathLike], workdir: str | os.PathLike) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from contrastlab import papers
 from contrastlab.blocks import Cell, Code, Heading, Link, Paragraph, cell_text, kind_of, rows_table
 from contrastlab.config import Grid
-from contrastlab.config.command_line import CONFIGFILES_VARIABLE
+from contrastlab.config.command_line import CONFIG_WORDS_VARIABLE, CONFIGFILES_VARIABLE
 from contrastlab.papers import TableSpec, paper_for
 from contrastlab.report.claims import (
     ADD_SEEDS_MAX,
@@ -84,10 +84,12 @@ BACKBONE_KIND = "backbone"
 FULL_PRESET = "config.yaml"
 
 
-def full_run_command(configfile: str = FULL_PRESET) -> str:
+def full_run_command(configfile: str = FULL_PRESET, words: str = "") -> str:
     """The shell command that runs (or resumes) every job of the preset ``configfile``, its words quoted
-    for the shell: the Snakemake line `make`'s targets run, in the checkout's root."""
-    return shlex.join([".venv/bin/snakemake", "--cores", "all", "--configfile", configfile])
+    for the shell: the Snakemake line `make`'s targets run, in the checkout's root; with ``words`` (the
+    run's ``--config`` words, quoted: :data:`CONFIG_WORDS_VARIABLE`) after ``--config``."""
+    command = shlex.join([".venv/bin/snakemake", "--cores", "all", "--configfile", configfile])
+    return f"{command} --config {words}" if words else command
 
 
 def not_run_text(results, configfile: str | None) -> str:
@@ -102,7 +104,8 @@ def not_run_text(results, configfile: str | None) -> str:
     text = "; ".join(counts)
     text = text[0].upper() + text[1:] + "; "
     if configfile == FULL_PRESET and not outside:
-        return text + f"`{full_run_command()}` runs them (it resumes where the run stopped)."
+        resume = full_run_command(words=os.environ.get(CONFIG_WORDS_VARIABLE, ""))
+        return text + f"`{resume}` runs them (it resumes where the run stopped)."
     return (
         text + f"the full run (`{FULL_PRESET}`) trains them all: `{full_run_command()}` (`make plan` first)."
     )
@@ -262,6 +265,9 @@ def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list
     if not plan:
         return []
     configfile = configfile or os.environ.get(CONFIGFILES_VARIABLE)
+    words = os.environ.get(CONFIG_WORDS_VARIABLE, "")
+    make = f"`make add-seeds CONFIG={configfile}` prints the commands written out"
+    make = "with this run's `--config` words, which `make add-seeds` cannot pass" if words else make
     run = "`run` is the Snakemake command they share, and each line after it picks its cells"
     rest = "; the last line renders the tables and this report again"
     beyond = sum((r.seeds_needed or 0) > ADD_SEEDS_MAX for r in results if undecided_cells([r], grid))
@@ -269,22 +275,22 @@ def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list
         rest += f"; they bring a cell to {ADD_SEEDS_MAX} seeds at most, which leaves {beyond} "
         rest += "of these claims undecided"
     intro = (
-        f"More seeds for the cells of the undecided claims only, on this run's preset: {run} "
-        f"(`make add-seeds CONFIG={configfile}` prints the commands written out{rest}):"
+        f"More seeds for the cells of the undecided claims only, on this run's preset: {run} ({make}{rest}):"
         if configfile
         else "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
         f"run came from: {run} (`make add-seeds CONFIG=<preset>` prints the commands written out{rest}):"
     )
     # report.html wraps the script (html.py's CSS)
-    return [Paragraph(intro), Code(add_seeds_script(plan, configfile or '"$CONFIG"'), box="commands")]
+    return [Paragraph(intro), Code(add_seeds_script(plan, configfile or '"$CONFIG"', words), box="commands")]
 
 
-def add_seeds_script(plan: list[dict], configfile: str = '"$CONFIG"') -> list[str]:
+def add_seeds_script(plan: list[dict], configfile: str = '"$CONFIG"', words: str = "") -> list[str]:
     """:func:`~.claims.add_seeds_commands` of ``plan`` as a shell script (bash or zsh): the shared ``SEEDS``
-    and ``run`` first, then one ``run`` line per command."""
+    and ``run`` first, then one ``run`` line per command; ``words``: the run's own ``--config`` words
+    (quoted), before the seeds' in the same ``--config`` (a second ``--config`` would replace the first)."""
     base, experiments, tails = add_seeds_parts(plan, configfile=configfile)
     return [
         f"SEEDS={experiments}",
-        f'run() {{ {base} --config "$SEEDS" "$@"; }}',
+        f'run() {{ {base} --config {words + " " if words else ""}"$SEEDS" "$@"; }}',
         *(f"run {tail}" for tail in tails),
     ]

@@ -128,9 +128,13 @@ def cold_by_setting(env: dict[str, str] | os._Environ) -> str | None:
 
 def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
     """The starter's socket for this interpreter, its installed packages and ``env``: in
-    ``<tmp>/contrastlab-warm-<uid>``, created 0700; ``None`` where that folder is another user's or open
-    to others (a socket there could be someone else's, and it would receive this job's environment)."""
+    ``<tmp>/contrastlab-warm-<uid>`` (``/tmp``'s where ``<tmp>`` is too deep for the 107 bytes of a socket's
+    address), created 0700; ``None`` where that folder is another user's or open to others (a socket there
+    could be someone else's, and it would receive this job's environment)."""
+    key = starter_key(env)
     folder = Path(tempfile.gettempdir()) / f"contrastlab-warm-{os.getuid()}"
+    if len(os.fsencode(folder / f"{key}.sock.{2**22}")) > 107:  # the starter binds <socket>.<pid> first
+        folder = Path("/tmp", folder.name)
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()
@@ -138,7 +142,7 @@ def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
         return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
-    return folder / f"{starter_key(env)}.sock"
+    return folder / f"{key}.sock"
 
 
 def starter_key(env: dict[str, str] | os._Environ) -> str:
