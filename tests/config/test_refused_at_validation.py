@@ -140,6 +140,33 @@ def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value,
     assert message == f"config key experiments.{where}.{key}: {built.value}"
 
 
+# --- a sweep's or a search grid's value is one the setting it sets takes (it reached the job as 'ten') ---
+AXES = [  # (overlay below experiments, the message's start)
+    (
+        {"oar_cifar10": {"sweep": {"lr": ["ten", 0.5]}}},
+        "experiments.oar_cifar10.sweep.lr[0]: 'ten' is not of type",
+    ),
+    (
+        {"macl_cifar10": {"sweep": {"batch_size": [1]}}},
+        "experiments.macl_cifar10.sweep.batch_size[0]: 1 is less",
+    ),
+    (
+        {"nie2023": {"search": {"stages": [{"grid": {"lr": [3.0e-5, 0], "hp.m": [0.23]}}]}}},
+        "experiments.nie2023.search.stages[0].grid.lr[1]: 0 is less than or equal to the minimum of 0",
+    ),
+    (
+        {"nie2023": {"search": {"stages": [{"grid": {"hp.m": [0.23, "ten"]}}]}}},
+        "experiments.nie2023.search.stages[0].grid.hp.m[1]: ",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overlay", "expected"), AXES)
+def test_sweep_and_search_values_are_refused_naming_the_key(overlay, expected):
+    message = _refusal(file_overlay={"experiments": overlay})
+    assert message.startswith(f"config key {expected}"), message
+
+
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
 SEEDS = [
     ("seeds=[42, 42]", "config key seeds: 42 is listed twice; list each value once"),

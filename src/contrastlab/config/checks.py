@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.config.grid import _layered_settings, expanded_methods, loss_hp, selected_cells
-from contrastlab.config.schema import ConfigError, load_schema
+from contrastlab.config.schema import ConfigError, check_values, load_schema
 from contrastlab.config.searches import search_spec
 from contrastlab.families import sentence_switches_refused, step_mode
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
@@ -217,8 +217,9 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"config key experiments.{name}.backbones: {backbone!r} is not {wanted}; "
                     f"a {'vision' if vision else 'sentence'} experiment needs one"
                 )
-        training_keys = schema_defs["vision_training" if vision else "training"]["properties"]
-        for key in experiment.get("sweep") or {}:
+        section = "vision_training" if vision else "training"
+        training_keys = schema_defs[section]["properties"]
+        for key, values in (experiment.get("sweep") or {}).items():
             known = key in training_keys or key.startswith("hp.")
             if not known or key in ("precision", "protocol"):
                 raise ConfigError(
@@ -226,6 +227,8 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"key ({', '.join(k for k in training_keys if k not in ('precision', 'protocol'))}) "
                     "or hp.<hyperparameter>"
                 )
+            if key in training_keys:
+                check_values(f"experiments.{name}.sweep.{key}", values, f"{section}.{key}")
         for method in experiment.get("spectra") or []:
             if method not in experiment["methods"] and method not in expanded_methods(experiment):
                 raise ConfigError(
