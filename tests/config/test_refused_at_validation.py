@@ -167,6 +167,31 @@ def test_sweep_and_search_values_are_refused_naming_the_key(overlay, expected):
     assert message.startswith(f"config key {expected}"), message
 
 
+# --- a random BERT's sizes: BertConfig keeps a misspelt key unread (a 768-wide model trained unsaid) ---
+RANDOM_BERT = [  # (the random block's overlay, the message's start)
+    ({"hidden_szie": 32}, "hidden_szie: not a setting of a random BERT (typo?); use one of hidden_size,"),
+    ({"hidden_size": None}, "hidden_size: None is not a whole number > 0"),
+    ({"num_hidden_layers": "ten"}, "num_hidden_layers: 'ten' is not a whole number > 0"),
+    ({"vocab_size": 100}, "vocab_size: not a setting of a random BERT (typo?)"),
+]
+
+
+@pytest.mark.parametrize(("overlay", "expected"), RANDOM_BERT)
+def test_random_bert_settings_are_refused_naming_the_key(overlay, expected):
+    message = _refusal(file_overlay={"backbones": {"tiny-bert": {"random": overlay}}})
+    assert message.startswith(f"config key backbones.tiny-bert.random.{expected}"), message
+
+
+def test_the_random_bert_settings_are_bert_config_arguments():
+    import inspect
+
+    from transformers import BertConfig
+
+    from contrastlab.config.checks import RANDOM_BERT as taken
+
+    assert set(taken) <= set(inspect.signature(BertConfig.__init__).parameters)
+
+
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
 SEEDS = [
     ("seeds=[42, 42]", "config key seeds: 42 is listed twice; list each value once"),

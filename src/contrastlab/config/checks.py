@@ -198,6 +198,28 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
             raise ConfigError(f"config key {dotted}: {error}") from None
 
 
+#: What a ``random`` backbone's BertConfig arguments take: BertConfig keeps any other key unread (a
+#: misspelt hidden_size trained BERT-base's 768 unsaid); vocab_size is the tokenizer's (tokenizer_from).
+_SIZES = "hidden_size num_hidden_layers num_attention_heads intermediate_size max_position_embeddings"
+_SHARES = "hidden_dropout_prob attention_probs_dropout_prob initializer_range layer_norm_eps"
+RANDOM_BERT = dict.fromkeys(_SIZES.split(), "a whole number > 0") | dict.fromkeys(
+    _SHARES.split(), "a number >= 0"
+)
+
+
+def _check_random_bert(sizes: Mapping[str, Any], where: str) -> None:
+    for key, value in sizes.items():
+        if key not in RANDOM_BERT:
+            raise ConfigError(
+                f"config key {where}.{key}: not a setting of a random BERT (typo?); use one of "
+                f"{', '.join(RANDOM_BERT)} (its vocabulary is tokenizer_from's)"
+            )
+        whole = key in _SIZES.split()
+        kind = int if whole else int | float
+        if not isinstance(value, kind) or isinstance(value, bool) or value < (1 if whole else 0):
+            raise ConfigError(f"config key {where}.{key}: {value!r} is not {RANDOM_BERT[key]}; write one")
+
+
 def check_references(config: Mapping[str, Any]) -> None:
     backbones = config["backbones"]
     for table in (t for t in TABLES.values() if t.experiment in config["experiments"]):
@@ -236,6 +258,7 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"sweep point of this experiment ({', '.join(expanded_methods(experiment))})"
                 )
     for alias, spec in backbones.items():
+        _check_random_bert(spec.get("random") or {}, f"backbones.{alias}.random")
         tokenizer_from = spec.get("tokenizer_from")
         if tokenizer_from is not None and tokenizer_from not in backbones:
             raise ConfigError(
