@@ -192,6 +192,32 @@ def test_the_random_bert_settings_are_bert_config_arguments():
     assert set(taken) <= set(inspect.signature(BertConfig.__init__).parameters)
 
 
+# --- a misspelt experiment or backbone in mteb.experiments / tables.verdict_stand_ins: skipped unsaid ---
+NAMES = [  # (overlay, the message's start)
+    ({"mteb": {"experiments": ["nie2032"]}}, "mteb.experiments: unknown experiment 'nie2032' (typo?)"),
+    (
+        {"tables": {"verdict_stand_ins": {"nie2032": {"tiny-bert": "bert-base"}}}},
+        "tables.verdict_stand_ins.nie2032: unknown experiment 'nie2032' (typo?)",
+    ),
+    (
+        {"tables": {"verdict_stand_ins": {"nie2023": {"tiny-bret": "bert-base"}}}},
+        "tables.verdict_stand_ins.nie2023.tiny-bret: not a backbone of experiments.nie2023 (tiny-bert,",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overlay", "expected"), NAMES)
+def test_misspelt_experiment_and_backbone_names_are_refused(overlay, expected):
+    assert _refusal(file_overlay=overlay).startswith(f"config key {expected}")
+
+
+def test_a_copy_of_the_demo_without_a_paper_experiment_still_loads():
+    """mteb.experiments and the stand-ins may name a paper's experiment a preset cut (rules/common.smk)."""
+    config = _config()
+    del config["experiments"]["nie2023"]
+    assert "nie2023" not in cl_config.validate(config)["experiments"]
+
+
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
 SEEDS = [
     ("seeds=[42, 42]", "config key seeds: 42 is listed twice; list each value once"),

@@ -220,7 +220,30 @@ def _check_random_bert(sizes: Mapping[str, Any], where: str) -> None:
             raise ConfigError(f"config key {where}.{key}: {value!r} is not {RANDOM_BERT[key]}; write one")
 
 
+def _check_named_experiments(config: Mapping[str, Any]) -> None:
+    """``mteb.experiments`` and the stand-ins' experiments: configured ones, or a paper's a preset cut
+    (rules/common.smk skips them); a stand-in of a configured one is one of its backbones."""
+    experiments = config["experiments"]
+    named = [("mteb.experiments", e) for e in (config.get("mteb") or {}).get("experiments") or []]
+    stand_ins = (config.get("tables") or {}).get("verdict_stand_ins") or {}
+    named += [(f"tables.verdict_stand_ins.{e}", e) for e in stand_ins]
+    for where, name in named:
+        if name not in experiments and name not in {t.experiment for t in TABLES.values()}:
+            raise ConfigError(
+                f"config key {where}: unknown experiment {name!r} (typo?); name one of the config's "
+                f"experiments ({', '.join(experiments)})"
+            )
+    for name, toys in stand_ins.items():
+        theirs = (experiments.get(name) or {}).get("backbones") or list(toys)
+        if toy := next((b for b in toys if b not in theirs), None):
+            raise ConfigError(
+                f"config key tables.verdict_stand_ins.{name}.{toy}: not a backbone of experiments.{name} "
+                f"({', '.join(theirs)}); name one of them"
+            )
+
+
 def check_references(config: Mapping[str, Any]) -> None:
+    _check_named_experiments(config)
     backbones = config["backbones"]
     for table in (t for t in TABLES.values() if t.experiment in config["experiments"]):
         for suffix, step in (("csv", 2), ("yaml", 3)):
