@@ -211,6 +211,12 @@ def test_misspelt_experiment_and_backbone_names_are_refused(overlay, expected):
     assert _refusal(file_overlay=overlay).startswith(f"config key {expected}")
 
 
+def test_a_method_on_no_backbone_is_refused_naming_the_key():
+    """``backbones: []`` on a searched method: the dry run's MissingInputException for rule tables."""
+    message = _refusal(file_overlay={"experiments": {"nie2023": {"methods": {"mpt": {"backbones": []}}}}})
+    assert message.startswith("config key experiments.nie2023.methods.mpt.backbones: an empty list"), message
+
+
 def test_a_copy_of_the_demo_without_a_paper_experiment_still_loads():
     """mteb.experiments and the stand-ins may name a paper's experiment a preset cut (rules/common.smk)."""
     config = _config()

@@ -309,6 +309,11 @@ def check_references(config: Mapping[str, Any]) -> None:
                     "or your own loss: 'path/to/file.py:callable' or 'package.module:callable' "
                     "(docs/own-loss.md)"
                 )
+            if spec.get("backbones") == []:
+                raise ConfigError(
+                    f"config key {where}.backbones: an empty list runs the method on no backbone; list its "
+                    "backbones, or leave the key out (all of the experiment's) or the method"
+                )
             for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
                 if backbone not in experiment["backbones"]:
                     raise ConfigError(
