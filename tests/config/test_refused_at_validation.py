@@ -194,6 +194,10 @@ def test_the_random_bert_settings_are_bert_config_arguments():
 
 # --- a misspelt experiment or backbone in mteb.experiments / tables.verdict_stand_ins: skipped unsaid ---
 NAMES = [  # (overlay, the message's start)
+    (  # the experiment's own list is named, not the stand-in that no longer matches it
+        {"experiments": {"nie2023": {"backbones": ["tiny-betr", "minilm"]}}},
+        "experiments.nie2023.backbones: unknown backbone 'tiny-betr'",
+    ),
     ({"mteb": {"experiments": ["nie2032"]}}, "mteb.experiments: unknown experiment 'nie2032' (typo?)"),
     (
         {"tables": {"verdict_stand_ins": {"nie2032": {"tiny-bert": "bert-base"}}}},

@@ -243,7 +243,6 @@ def _check_named_experiments(config: Mapping[str, Any]) -> None:
 
 
 def check_references(config: Mapping[str, Any]) -> None:
-    _check_named_experiments(config)
     backbones = config["backbones"]
     for table in (t for t in TABLES.values() if t.experiment in config["experiments"]):
         for suffix, step in (("csv", 2), ("yaml", 3)):
@@ -323,3 +322,4 @@ def check_references(config: Mapping[str, Any]) -> None:
                 _check_user_method(config, name, method, where)
             else:
                 _check_loss_hp(experiment, spec, where, f"experiments.{name}.sweep")
+    _check_named_experiments(config)
