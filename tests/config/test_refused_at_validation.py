@@ -335,6 +335,8 @@ def test_an_ordinary_results_folder_is_accepted(tmp_path, monkeypatch):
             "compile",
         ),
         ("vision_training={cuda_graph: true}", "cuda_graph: true cannot capture this image step (OAR's"),
+        ("experiments={oar_cifar10: {training: {val_fraction: 0}}}", "best_val_loss needs val_fraction"),
+        ("experiments={oar_cifar10: {training: {oar_fraction: 0.9}}}", "exceed the training set"),
     ],
 )
 def test_step_switches_no_trainer_follows_are_refused_naming_the_cell(override, said, observed):

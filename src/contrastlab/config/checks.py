@@ -13,7 +13,7 @@ from typing import Any
 from contrastlab.config.grid import _layered_settings, expanded_methods, loss_hp, selected_cells
 from contrastlab.config.schema import ConfigError, check_values, load_schema
 from contrastlab.config.searches import search_spec
-from contrastlab.families import sentence_switches_refused, step_mode
+from contrastlab.families import sentence_switches_refused, step_mode, vision_settings_refused
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss
 from contrastlab.papers import PUBLISHED_DIR, TABLES
@@ -53,10 +53,12 @@ def check_step_switches(config: Mapping[str, Any]) -> None:
         s = _layered_settings(config, cell.experiment, cell.method, cell.backbone)
         where = f"config key experiments.{cell.experiment} ({cell.backbone}/{cell.method})"
         if config["experiments"][cell.experiment].get("track") == "vision":
-            try:  # the vision trainer's own rule, on the GPU it would run on
+            try:  # the vision trainer's own rules, on the GPU it would run on
                 step_mode(s, track="vision", device_type="cuda", precision="fp32")
             except ValueError as error:
                 raise ConfigError(f"{where}: {error}") from None
+            if refused := vision_settings_refused(s):
+                raise ConfigError(f"{where}: {refused}")
         elif refused := sentence_switches_refused(s):  # the sentence trainer's own rule
             raise ConfigError(f"{where}: {refused}")
 
