@@ -269,6 +269,21 @@ def sentence_switches_refused(settings: Mapping[str, Any]) -> str | None:
     return None
 
 
+def vision_settings_refused(settings: Mapping[str, Any]) -> str | None:
+    """Why the image trainer refuses these settings together (None: it does not): the epoch kept needs a
+    validation split, and the OAR and validation fractions share the training set. The trainer's settings
+    and the config's check both ask it (in the train job, Snakemake had removed the finished cell)."""
+    keep, val = settings.get("keep", "last"), float(settings.get("val_fraction") or 0.0)
+    if (keep == "best_val_loss") != (val > 0):
+        return (
+            "keep: best_val_loss needs val_fraction in (0, 1) and keep: last none, got "
+            f"keep {keep!r} with val_fraction {val}"
+        )
+    if (oar := float(settings.get("oar_fraction") or 0.0)) + val > 1:
+        return f"oar_fraction {oar} + val_fraction {val} exceed the training set"
+    return None
+
+
 def _sentence_mode(settings: Mapping[str, Any], device_type: str, precision: str, model_type) -> StepMode:
     cuda, compiled = device_type == "cuda", bool(settings.get("compile"))
     dev_batch = settings.get("dev_batch_size") or DEV_BATCH_SIZE.get(device_type, DEV_BATCH_SIZE_ELSEWHERE)

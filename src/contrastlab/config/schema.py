@@ -154,6 +154,20 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
     return value
 
 
+def check_values(where: str, values: list, setting: str) -> None:
+    """Each of ``values`` (a sweep's or a search grid's axis, at config key ``where``) is one the schema's
+    ``setting`` (``training.lr``, ``vision_training.batch_size``) takes: one line naming the first that
+    is not (such a value reached the train job as text)."""
+    import jsonschema
+
+    defs = load_schema()["$defs"]
+    section, key = setting.split(".")
+    validator = jsonschema.Draft202012Validator({"$defs": defs, **defs[section]["properties"][key]})
+    for k, value in enumerate(values):
+        if error := next(iter(validator.iter_errors(value)), None):
+            raise ConfigError(f"config key {where}[{k}]: {error.message}; give a value {setting} takes")
+
+
 def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict:
     """Merge ``update`` into a copy of ``base``; nested mappings merge, everything else replaces."""
     merged = copy.deepcopy(dict(base))

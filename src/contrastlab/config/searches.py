@@ -8,8 +8,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from contrastlab.config.schema import ConfigError, load_schema
-from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.config.schema import ConfigError, check_values, load_schema
+from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss, resolve_user_loss
 
 #: Keys of a stage and of a relative axis.
@@ -96,6 +96,12 @@ def _check_loss_axes(exp: Mapping[str, Any], method: str, stage: Mapping[str, An
                 f"{name!r}; it takes {', '.join(takes) or 'none'}. Give {method!r} stages of its own "
                 f"(per_method.{method}) or leave it out of the search's methods"
             )
+    for axis, values in (stage.get("grid") or {}).items():
+        for k, value in enumerate(values if axis.startswith("hp.") and loss in DEFAULTS else []):
+            try:
+                check_hyperparameters(loss, {axis.removeprefix("hp."): value})
+            except ValueError as error:
+                raise ConfigError(f"config key {where}.grid.{axis}[{k}]: {error}") from None
 
 
 def _loss_hyperparameters(loss: str) -> tuple[str, ...] | None:
@@ -130,6 +136,8 @@ def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
     for axis, values in (stage.get("grid") or {}).items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"config key {where}.grid.{axis}: a non-empty list of values")
+        if not axis.startswith("hp."):
+            check_values(f"{where}.grid.{axis}", values, f"training.{axis}")
     for axis, rel in (stage.get("around") or {}).items():
         if k == 1:
             raise ConfigError(f"config key {where}.around: stage 1 has no earlier winner; use grid")

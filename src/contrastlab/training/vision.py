@@ -37,6 +37,7 @@ from safetensors.torch import load_file, save_file
 
 from contrastlab.artifacts import hash_when_written
 from contrastlab.data.images import IMAGE_STATS, load_images, validation_split
+from contrastlab.families import vision_settings_refused
 from contrastlab.losses import build_loss
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
@@ -165,15 +166,8 @@ class VisionTrainSettings(Settings):
                 raise ValueError(f"{name} must be (low, high) with low <= high, got {getattr(self, name)}")
         if self.blur_kernel is not None and self.blur_kernel % 2 == 0:
             raise ValueError(f"blur_kernel must be None or an odd integer >= 1, got {self.blur_kernel}")
-        if (self.keep == "best_val_loss") != (self.val_fraction > 0):
-            raise ValueError(
-                "keep: best_val_loss needs val_fraction in (0, 1) and keep: last none, got "
-                f"keep {self.keep!r} with val_fraction {self.val_fraction}"
-            )
-        if self.oar_fraction + self.val_fraction > 1:
-            raise ValueError(
-                f"oar_fraction {self.oar_fraction} + val_fraction {self.val_fraction} exceed the training set"
-            )
+        if refused := vision_settings_refused(self.to_dict()):  # the config's check asks the same
+            raise ValueError(refused)
         if self.out_dim is not None and self.out_dim < 1:  # not a config key: set from the backbone
             raise ValueError(f"out_dim must be None or >= 1, got {self.out_dim}")
         if self.width < 1:  # not a config key: set from the backbone
