@@ -368,6 +368,9 @@ def test_settings_validate_eagerly():
         TrainSettings(loss="infonce", batch_size=1)
     settings = TrainSettings.from_dict({"loss": "mpt", "loss_hp": {"m": 0.23}, "lr": 1e-5})
     assert settings.to_dict()["loss_hp"] == {"m": 0.23} and TrainSettings(**settings.to_dict()) == settings
+    whole = TrainSettings.from_dict({"loss": "infonce", "batch_size": 16.0, "eval_every": 10.0, "lr": 1.0})
+    assert (whole.batch_size, whole.eval_every, whole.lr) == (16, 10, 1.0)  # the schema's integer takes 16.0
+    assert [type(whole.batch_size), type(whole.eval_every), type(whole.lr)] == [int, int, float]
 
 
 def test_stale_state_of_another_run_is_discarded(tmp_path, train_tiny):

@@ -39,12 +39,18 @@ def _plain(value: Any) -> Any:
 
 def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
     """``cls(**values)`` for a settings dataclass; unknown keys raise one line naming them and the
-    valid ones (``what``: e.g. "vision training")."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
+    valid ones (``what``: e.g. "vision training"). A whole float for an integer field is that integer: the
+    schema's "integer" takes ``batch_size: 16.0``, which a trainer's slices and ranges do not."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(types))
     if unknown:
-        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
-    return cls(**values)
+        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(types))}")
+    whole = {
+        name: int(value)
+        for name, value in values.items()
+        if isinstance(value, float) and value.is_integer() and types[name].startswith("int")
+    }
+    return cls(**{**values, **whole})
 
 
 @functools.cache
