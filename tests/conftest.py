@@ -74,17 +74,19 @@ def _one_torch_thread():
 
 @pytest.fixture(autouse=True)
 def _the_workflows_configfiles_stay_in_the_test():
-    """A test that reads the Snakefile in its own process (Snakemake's API) sets the variable naming the
-    config files the workflow read (rules/common.smk), which the report prints as the run's preset: put
-    it back after each test, so a later report in that worker names no run it did not read."""
-    from contrastlab.config.command_line import CONFIGFILES_VARIABLE
+    """A test that reads the Snakefile in its own process (Snakemake's API) sets the variables naming the
+    config files and the ``--config`` words the workflow read (rules/common.smk), which the report prints
+    in the run's commands: put them back after each test, so a later report in that worker names no run
+    it did not read."""
+    from contrastlab.config.command_line import CONFIG_WORDS_VARIABLE, CONFIGFILES_VARIABLE
 
-    before = os.environ.get(CONFIGFILES_VARIABLE)
+    before = {name: os.environ.get(name) for name in (CONFIGFILES_VARIABLE, CONFIG_WORDS_VARIABLE)}
     yield
-    if before is None:
-        os.environ.pop(CONFIGFILES_VARIABLE, None)
-    else:
-        os.environ[CONFIGFILES_VARIABLE] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
