@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import errno
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -154,3 +157,21 @@ def test_the_log_ends_with_the_line_and_the_workflow_reads_it_back(tmp_path, cap
         f"(log: {tmp_path / 'none.log'})"
     ), found
     observed(found[0][:100])
+
+
+def test_a_job_stopped_by_ctrl_c_prints_one_line_and_keeps_its_traceback_in_its_log(tmp_path):
+    """Ctrl-C reaches every running job: each says so in one line (its traceback in its log, not on the
+    terminal among Snakemake's lines) and still ends killed by SIGINT, as an interrupted Python does."""
+    log = tmp_path / "tables.log"
+    script = (
+        "import sys\nfrom contrastlab.workflow.job import logged_to\n"
+        "with logged_to(sys.argv[1], 'rule tables'):\n    raise KeyboardInterrupt"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == -signal.SIGINT, done
+    line = f"contrastlab: rule tables: interrupted; run the same command again to go on (log: {log})"
+    assert done.stderr.splitlines() == [line], done.stderr
+    text = log.read_text()
+    assert "KeyboardInterrupt" in text and text.rstrip("\n").splitlines()[-1] == line, text

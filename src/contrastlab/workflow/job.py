@@ -270,9 +270,25 @@ def logged_to(
                 yield
             except Exception as error:
                 _fail(error, label, log_path, log, real_stderr, failure_record, run)
+            except KeyboardInterrupt:
+                _interrupted(label, log_path, log, real_stderr)
+                raise
     finally:
         with contextlib.suppress(OSError):  # closing flushes: on a full disk, the exit status stands
             log.close()
+
+
+def _interrupted(label, log_path, log, stderr) -> None:
+    """A job stopped by Ctrl-C (:func:`logged_to`): its line on ``stderr``, the traceback and the line in
+    ``log``; the interrupt goes on without a traceback on the terminal, so the process still ends killed
+    by SIGINT (a cold job as Python ends one, a warm fork as :mod:`contrastlab.workflow.warm` does)."""
+    where = f"{label}: " if label else ""
+    line = f"contrastlab: {where}interrupted; run the same command again to go on (log: {log_path})"
+    print(line, file=stderr, flush=True)
+    with contextlib.suppress(OSError):
+        log.write(traceback.format_exc() + line + "\n")
+    hook = sys.excepthook
+    sys.excepthook = lambda kind, *rest: None if issubclass(kind, KeyboardInterrupt) else hook(kind, *rest)
 
 
 def _fail(error, label, log_path, log, stderr, failure_record, run) -> None:
