@@ -112,6 +112,24 @@ BAD = [
         "config key precision_override: 'bf17' is not one of fp32, tf32, bf16, fp16, auto, null; set "
         "precision_override to one of them",
     ),
+    # the OAR synthetic study's block (SyntheticSettings' fields): checked now, not in its job
+    (
+        {"oar_synthetic": {"lrr": 0.1}},
+        "config key oar_synthetic.lrr: unknown key (typo?); allowed here: batch_size",
+    ),
+    (
+        {"oar_synthetic": {"sweep": [{"epochs": "ten"}]}},
+        "config key oar_synthetic.sweep[0].epochs: 'ten' is not of",
+    ),
+    (
+        {"oar_synthetic": {"optimizer": "sgdm"}},
+        "config key oar_synthetic.optimizer: 'sgdm' is not one of sgd, adam",
+    ),
+    # an empty list is no seeds, not the global ones (null is); so is the global seeds' own
+    (
+        {"experiments": {"nie2023": {"seeds": []}}},
+        "config key experiments.nie2023.seeds: [] should be non-empty; list",
+    ),
 ]
 
 
