@@ -112,6 +112,12 @@ BAD = [
         "config key precision_override: 'bf17' is not one of fp32, tf32, bf16, fp16, auto, null; set "
         "precision_override to one of them",
     ),
+    # the OAR synthetic study's block (SyntheticSettings' fields): checked now, not in its job
+    ({"oar_synthetic": {"lrr": 0.1}}, "config key oar_synthetic.lrr: unknown key (typo?); allowed here:"),
+    ({"oar_synthetic": {"sweep": [{"epochs": "ten"}]}}, "config key oar_synthetic.sweep[0].epochs: 'ten'"),
+    ({"oar_synthetic": {"optimizer": "sgdm"}}, "config key oar_synthetic.optimizer: 'sgdm' is not one of"),
+    # an empty list is no seeds, not the global ones (null is)
+    ({"experiments": {"macl": {"seeds": []}}}, "config key experiments.macl.seeds: [] should be non-empty;"),
 ]
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from contrastlab.config import load_schema
 from contrastlab.figures.oar_synthetic import plot_synthetic, run_synthetic_study
 from contrastlab.losses import build_loss
 from contrastlab.training.synthetic import (
@@ -209,6 +210,9 @@ def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
         dataclasses.replace(SMALL, sweep=({"seeds": 3},))
     with pytest.raises(ValueError, match="seeds must be >= 1"):
         dataclasses.replace(SMALL, seeds=0)
+    # the schema names every field (the config load refuses any other key of oar_synthetic) and no other
+    names = set(load_schema()["$defs"]["oar_synthetic"]["properties"])
+    assert names == {f.name for f in dataclasses.fields(SyntheticSettings)}
 
 
 def test_the_clip_and_the_loss_terms_say_how_a_run_ended():

@@ -34,7 +34,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
-from contrastlab.training.settings import Settings
+from contrastlab.training.settings import Settings, check_against_schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,25 +131,14 @@ class SyntheticSettings(Settings):
     )
 
     def __post_init__(self) -> None:
-        if self.optimizer not in ("sgd", "adam"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
-        if self.lr_schedule not in ("cosine", "constant"):
-            raise ValueError(f"lr_schedule must be 'cosine' or 'constant', got {self.lr_schedule!r}")
-        if self.batch_size < 2 or self.batch_size > 3 * self.points_per_cluster:
+        # fields, types and bounds (sweep's too): the schema's, which the config load checks as well
+        check_against_schema(self, "oar_synthetic")
+        if self.batch_size > 3 * self.points_per_cluster:
             raise ValueError(
-                f"batch_size must be in [2, {3 * self.points_per_cluster}] (BatchNorm needs 2), "
-                f"got {self.batch_size}"
+                f"batch_size must be <= {3 * self.points_per_cluster} (all points), got {self.batch_size}"
             )
-        if not 0.0 < self.label_fraction <= 1.0:
-            raise ValueError(f"label_fraction must be in (0, 1], got {self.label_fraction}")
-        if not 0.0 <= self.min_radius < 1.0:
-            raise ValueError(f"min_radius must be in [0, 1), got {self.min_radius}")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         for override in self.sweep:
-            unknown = set(override) - {f.name for f in dataclasses.fields(self)} | (
-                set(override) & {"sweep", "seeds", "seed", "losses", "sweep_loss"}
-            )
+            unknown = set(override) & {"sweep", "seeds", "seed", "losses", "sweep_loss"}
             if unknown:
                 raise ValueError(f"sweep overrides fields of the study's setup, not {sorted(unknown)}")
         if self.sweep and self.sweep_loss not in self.losses:
