@@ -114,7 +114,9 @@ def test_the_walk_sees_a_climb_where_there_is_one():
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config" / "demo.yaml"))
     calibration = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     stays = walk(budget.searched_points, grid, calibration, pins={})
-    assert stays[:3] == ["contrastlab.cost.budget", "contrastlab.search", "contrastlab.cost.budget"], stays
+    # (search.py checks each point's hyperparameters in losses.catalog before the walk returns to cost/)
+    assert stays[:2] == ["contrastlab.cost.budget", "contrastlab.search"], stays
+    assert "contrastlab.cost.budget" in stays[2:], stays
 
 
 def _calls(function, *args, **kwargs) -> list[tuple[str, dict]]:
