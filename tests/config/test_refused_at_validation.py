@@ -231,11 +231,15 @@ def test_a_method_on_no_backbone_is_refused_naming_the_key():
     assert message.startswith("config key experiments.nie2023.methods.mpt.backbones: an empty list"), message
 
 
-def test_a_copy_of_the_demo_without_a_paper_experiment_still_loads():
+def test_a_copy_of_the_demo_cut_to_fewer_experiments_or_backbones_still_loads():
     """mteb.experiments and the stand-ins may name a paper's experiment a preset cut (rules/common.smk)."""
     config = _config()
     del config["experiments"]["nie2023"]
     assert "nie2023" not in cl_config.validate(config)["experiments"]
+    # and the stand-ins of a backbone an experiment was cut to leave out (the e2e demo's nie2023 on tiny-bert)
+    config = _config()
+    config["experiments"]["nie2023"]["backbones"] = ["tiny-bert"]
+    assert cl_config.validate(config)["tables"]["verdict_stand_ins"]["nie2023"]["minilm"]
 
 
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----

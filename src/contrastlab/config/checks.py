@@ -236,9 +236,9 @@ def _check_named_experiments(config: Mapping[str, Any]) -> None:
                 f"config key {where}: unknown experiment {name!r} (typo?); name one of the config's "
                 f"experiments ({', '.join(experiments)})"
             )
-    for name, toys in stand_ins.items():
+    for name, toys in stand_ins.items():  # a backbone the config defines but this experiment left out: unused
         theirs = (experiments.get(name) or {}).get("backbones") or list(toys)
-        if toy := next((b for b in toys if b not in theirs), None):
+        if toy := next((b for b in toys if b not in [*theirs, *(config.get("backbones") or {})]), None):
             raise ConfigError(
                 f"config key tables.verdict_stand_ins.{name}.{toy}: not a backbone of experiments.{name} "
                 f"({', '.join(theirs)}); name one of them"
