@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.config.grid import _layered_settings, expanded_methods, loss_hp, selected_cells
-from contrastlab.config.schema import ConfigError, check_values, load_schema
+from contrastlab.config.schema import ConfigError, check_values, load_schema, with_fix
 from contrastlab.config.searches import search_spec
 from contrastlab.families import sentence_switches_refused, step_mode, vision_settings_refused
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
@@ -198,7 +198,7 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
         try:
             check_hyperparameters(loss, {key: value})
         except ValueError as error:
-            raise ConfigError(f"config key {dotted}: {error}") from None
+            raise ConfigError(f"config key {dotted}: {with_fix(error)}") from None
 
 
 #: What a ``random`` backbone's BertConfig arguments take: BertConfig keeps any other key unread (a

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from contrastlab.config.schema import ConfigError, check_values, load_schema
+from contrastlab.config.schema import ConfigError, check_values, load_schema, with_fix
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss, resolve_user_loss
 
@@ -101,7 +101,7 @@ def _check_loss_axes(exp: Mapping[str, Any], method: str, stage: Mapping[str, An
             try:
                 check_hyperparameters(loss, {axis.removeprefix("hp."): value})
             except ValueError as error:
-                raise ConfigError(f"config key {where}.grid.{axis}[{k}]: {error}") from None
+                raise ConfigError(f"config key {where}.grid.{axis}[{k}]: {with_fix(error)}") from None
 
 
 def _loss_hyperparameters(loss: str) -> tuple[str, ...] | None:
