@@ -141,6 +141,15 @@ FIXES = [
         {"experiments": {"nie2023": {"methods": {"cl": {"hp": {"tau": 0}}}}}},
         "experiments.nie2023.methods.cl.hp.tau: infonce: tau must be > 0, got 0; set it to a value > 0",
     ),
+    (
+        {"experiments": {"li2024": {"search": {"stages": [{"grid": {}}]}}}},
+        "experiments.li2024.search.stages[0]: the stage has no axis; give it grid: {axis: [values]}",
+    ),
+    (
+        {"experiments": {"nie2023": {"methods": {"cl": {"per_backbone": {"bert": {}}}}}}},
+        "experiments.nie2023.methods.cl.per_backbone.bert: not in this experiment's backbones; use one of "
+        "bert-base, bert-large, roberta-base, roberta-large",
+    ),
 ]
 
 

@@ -127,7 +127,7 @@ def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
         raise ConfigError(f"config key {where}: a stage is {{grid: {{axis: [values]}}, around: {{...}}}}")
     axes = list(stage.get("grid") or {}) + list(stage.get("around") or {})
     if not axes:
-        raise ConfigError(f"config key {where}: the stage has no axis")
+        raise ConfigError(f"config key {where}: the stage has no axis; give it grid: {{axis: [values]}}")
     for axis in axes:
         if axis not in keys and not axis.startswith("hp."):
             raise ConfigError(
