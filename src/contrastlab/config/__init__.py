@@ -134,8 +134,12 @@ def validate(config: Mapping[str, Any]) -> dict:
             form = f": one of {', '.join(map(str, sub['enum']))}" if "enum" in sub else form
             message += f"; add {key_path([*path, missing])}{form}"
         elif error.validator == "oneOf":  # a backbone's forms, each the keys it requires
-            forms = [" and ".join(s["required"]) for b in error.validator_value for s in b.get("anyOf", [b])]
-            message += f"; give it {', '.join(forms[:-1])}, or {forms[-1]}"
+            forms = [
+                " and ".join(s.get("required", ()))
+                for b in error.validator_value
+                for s in b.get("anyOf", [b])
+            ]
+            message += f"; give it {', '.join(forms[:-1])}, or {forms[-1]}" if all(forms) else ""
         elif error.validator in _FIXES:
             n = error.validator_value
             message += "; " + _FIXES[error.validator].format(n).replace("(s)", "s" if n != 1 else "")
