@@ -121,6 +121,51 @@ BAD = [
 ]
 
 
+#: A schema bound, a missing key, an empty list or mapping, a backbone of no form, a loss's bound: the line
+#: ends naming the fix (the fuzz's mutations of these kinds stated only the constraint).
+FIXES = [
+    ({"seeds": [-1]}, "seeds[0]: -1 is less than the minimum of 0; set it to a value >= 0"),
+    (
+        {"training": {"lr": 0}},
+        "training.lr: 0 is less than or equal to the minimum of 0; set it to a value > 0",
+    ),
+    (
+        {"experiments": {"nie2023": {"backbones": []}}},
+        "experiments.nie2023.backbones: [] should be non-empty; give it at least 1 value",
+    ),
+    (
+        {"backbones": {"tiny": {"vision": {"width": 8}}}},
+        "backbones.tiny.vision: 'arch' is a required property; add backbones.tiny.vision.arch: one of "
+        "resnet18, resnet50",
+    ),
+    (
+        {"backbones": {"tiny": {}}},
+        "backbones.tiny: {} is not valid under any of the given schemas; give it hf_id, path, package, "
+        "random and tokenizer_from, or vision",
+    ),
+    (
+        {"experiments": {"nie2023": {"methods": {"cl": {"hp": {"tau": 0}}}}}},
+        "experiments.nie2023.methods.cl.hp.tau: infonce: tau must be > 0, got 0; set it to a value > 0",
+    ),
+    (
+        {"experiments": {"li2024": {"search": {"stages": [{"grid": {}}]}}}},
+        "experiments.li2024.search.stages[0]: the stage has no axis; give it grid: {axis: [values]}",
+    ),
+    (
+        {"experiments": {"nie2023": {"methods": {"cl": {"per_backbone": {"bert": {}}}}}}},
+        "experiments.nie2023.methods.cl.per_backbone.bert: not in this experiment's backbones; use one of "
+        "bert-base, bert-large, roberta-base, roberta-large",
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "expected"), FIXES)
+def test_a_bound_or_missing_key_is_told_the_fix(repo_root, override, expected):
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.load(repo_root / "config.yaml", override)
+    assert str(caught.value) == f"config key {expected}"
+
+
 @pytest.mark.parametrize(("override", "expected"), BAD)
 def test_bad_config_gives_one_line_naming_the_key(repo_root, override, expected):
     with pytest.raises(cl_config.ConfigError) as caught:

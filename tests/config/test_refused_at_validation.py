@@ -75,11 +75,13 @@ def test_the_tracks_branch_still_types_a_methods_training_block():
     [
         (
             "experiments={nie2023: {methods: {cl: {lr: -1.0e-5}}}}",
-            "config key experiments.nie2023.methods.cl.lr: -1e-05 is less than or equal to the minimum of 0",
+            "config key experiments.nie2023.methods.cl.lr: -1e-05 is less than or equal to the minimum of 0; "
+            "set it to a value > 0",
         ),
         (
             "experiments={nie2023: {methods: {cl: {batch_size: 0}}}}",
-            "config key experiments.nie2023.methods.cl.batch_size: 0 is less than the minimum of 2",
+            "config key experiments.nie2023.methods.cl.batch_size: 0 is less than the minimum of 2; set "
+            "it to a value >= 2",
         ),
     ],
 )
@@ -137,7 +139,7 @@ def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value,
     observed(message)
     with pytest.raises(ValueError) as built:  # the loss's own check: validation states the same bound
         build_loss(loss, **{key.removeprefix("hp."): given})
-    assert message == f"config key experiments.{where}.{key}: {built.value}"
+    assert message.startswith(f"config key experiments.{where}.{key}: {built.value}; set it to "), message
 
 
 # --- a sweep's or a search grid's value is one the setting it sets takes (it reached the job as 'ten') ---

@@ -172,7 +172,10 @@ def test_the_key_is_checked_at_validation(monkeypatch):
     demo = REPO_ROOT / "config" / "demo.yaml"
     assert "logging" not in cl_config.load(demo)
     assert cl_config.load(demo, {"logging": {"wandb": PROJECT}})["logging"] == {"wandb": PROJECT}
-    with pytest.raises(cl_config.ConfigError, match=r"^config key logging\.wandb: '' should be non-empty$"):
+    with pytest.raises(
+        cl_config.ConfigError,
+        match=r"^config key logging\.wandb: '' should be non-empty; give it at least 1 character$",
+    ):
         cl_config.load(demo, {"logging": {"wandb": ""}})
     with pytest.raises(cl_config.ConfigError, match=r"^config key logging\.mlflow: unknown key"):
         cl_config.load(demo, {"logging": {"mlflow": PROJECT}})

@@ -84,6 +84,15 @@ __all__ = [
 #: How a config writes a value of each schema type: the fix a value of the wrong type is told.
 _FORMS = {"array": "a list: [a, b]", "object": "a mapping: {key: value}", "integer": "a whole number"}
 _FORMS |= {"number": "a number", "string": 'text: "..."', "boolean": "true or false", "null": "null"}
+#: The fix a schema bound or size is told: the value it takes (``{}``: the bound).
+_FIXES = {"minimum": "set it to a value >= {}", "exclusiveMinimum": "set it to a value > {}"}
+_FIXES |= {"maximum": "set it to a value <= {}", "exclusiveMaximum": "set it to a value < {}"}
+_FIXES |= {"minItems": "give it at least {} value(s)", "maxItems": "give it at most {} value(s)"}
+_FIXES |= {"minProperties": "give it at least {} key(s)", "minLength": "give it at least {} character(s)"}
+
+
+def _forms(kinds: str | list[str]) -> str:
+    return " or ".join(_FORMS[kind] for kind in ([kinds] if isinstance(kinds, str) else kinds))
 
 
 def validate(config: Mapping[str, Any]) -> dict:
@@ -112,9 +121,7 @@ def validate(config: Mapping[str, Any]) -> dict:
             repeated = next(v for i, v in enumerate(error.instance) if v in error.instance[:i])
             message = f"{repeated!r} is listed twice; list each value once"
         elif error.validator == "type":  # jsonschema's names the JSON type, not how YAML writes it
-            kinds = error.validator_value
-            forms = " or ".join(_FORMS[kind] for kind in ([kinds] if isinstance(kinds, str) else kinds))
-            message += f"; write {key_path(path)} as {forms}"
+            message += f"; write {key_path(path)} as {_forms(error.validator_value)}"
         elif error.validator == "enum":  # jsonschema's lists Python's reprs: None for YAML's null
             choices = ", ".join(v if isinstance(v, str) else json.dumps(v) for v in error.validator_value)
             message = f"{error.instance!r} is not one of {choices}; set {key_path(path)} to one of them"
@@ -122,6 +129,22 @@ def validate(config: Mapping[str, Any]) -> dict:
             message += f"; list at least {error.validator_value} (the key: {error.schema.get('description')})"
         elif error.validator == "required" and not path:  # a partial preset: Snakemake merges nothing in
             message += "; a --configfile replaces config.yaml whole: start from a copy of it or of a preset"
+        elif error.validator == "required":
+            missing = next(key for key in error.validator_value if key not in error.instance)
+            sub = error.schema.get("properties", {}).get(missing, {})
+            form = f" as {_forms(sub['type'])}" if "type" in sub else ""
+            form = f": one of {', '.join(map(str, sub['enum']))}" if "enum" in sub else form
+            message += f"; add {key_path([*path, missing])}{form}"
+        elif error.validator == "oneOf":  # a backbone's forms, each the keys it requires
+            forms = [
+                " and ".join(s.get("required", ()))
+                for b in error.validator_value
+                for s in b.get("anyOf", [b])
+            ]
+            message += f"; give it {', '.join(forms[:-1])}, or {forms[-1]}" if all(forms) else ""
+        elif error.validator in _FIXES:
+            n = error.validator_value
+            message += "; " + _FIXES[error.validator].format(n).replace("(s)", "s" if n != 1 else "")
         raise ConfigError(f"config key {key_path(path)}: {message}")
     config = fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.

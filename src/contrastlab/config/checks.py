@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.config.grid import _layered_settings, expanded_methods, loss_hp, selected_cells
-from contrastlab.config.schema import ConfigError, check_values, load_schema
+from contrastlab.config.schema import ConfigError, check_values, load_schema, with_fix
 from contrastlab.config.searches import search_spec
 from contrastlab.families import sentence_switches_refused, step_mode, vision_settings_refused
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
@@ -198,7 +198,7 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
         try:
             check_hyperparameters(loss, {key: value})
         except ValueError as error:
-            raise ConfigError(f"config key {dotted}: {error}") from None
+            raise ConfigError(f"config key {dotted}: {with_fix(error)}") from None
 
 
 #: What a ``random`` backbone's BertConfig arguments take: BertConfig keeps any other key unread (a
@@ -309,10 +309,13 @@ def check_references(config: Mapping[str, Any]) -> None:
                     f"config key experiments.{name}.backbones: unknown backbone {backbone!r}; "
                     f"define it under backbones ({', '.join(backbones)})"
                 )
+        ours = ", ".join(experiment["backbones"])
         for key in experiment.get("backbone_training", {}):
             if key not in experiment["backbones"]:
                 where = f"experiments.{name}.backbone_training.{key}"
-                raise ConfigError(f"config key {where}: not in this experiment's backbones")
+                raise ConfigError(
+                    f"config key {where}: not in this experiment's backbones; use one of {ours}"
+                )
         for method, spec in experiment["methods"].items():
             where = f"experiments.{name}.methods.{method}"
             user_loss = spec["loss"] not in DEFAULTS and is_user_loss(spec["loss"])
@@ -331,7 +334,8 @@ def check_references(config: Mapping[str, Any]) -> None:
             for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
                 if backbone not in experiment["backbones"]:
                     raise ConfigError(
-                        f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones"
+                        f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones; "
+                        f"use one of {ours}"
                     )
             if user_loss:
                 _check_user_method(config, name, method, where)

@@ -154,6 +154,14 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
     return value
 
 
+def with_fix(error: ValueError) -> str:
+    """A loss's bound, ``"<loss>: <key> must be <bound>, got <value>"``, followed by the fix."""
+    bound = str(error).partition(" must be ")[2].rpartition(", got ")[0]
+    if not bound or bound.startswith("one of"):  # the choices are the fix
+        return str(error)
+    return f"{error}; set it to {bound if bound.startswith(('a ', 'true')) else 'a value ' + bound}"
+
+
 def check_values(where: str, values: list, setting: str) -> None:
     """Each of ``values`` (a sweep's or a search grid's axis, at config key ``where``) is one the schema's
     ``setting`` (``training.lr``, ``vision_training.batch_size``) takes: one line naming the first that

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from contrastlab.config.schema import ConfigError, check_values, load_schema
+from contrastlab.config.schema import ConfigError, check_values, load_schema, with_fix
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss, resolve_user_loss
 
@@ -101,7 +101,7 @@ def _check_loss_axes(exp: Mapping[str, Any], method: str, stage: Mapping[str, An
             try:
                 check_hyperparameters(loss, {axis.removeprefix("hp."): value})
             except ValueError as error:
-                raise ConfigError(f"config key {where}.grid.{axis}[{k}]: {error}") from None
+                raise ConfigError(f"config key {where}.grid.{axis}[{k}]: {with_fix(error)}") from None
 
 
 def _loss_hyperparameters(loss: str) -> tuple[str, ...] | None:
@@ -127,7 +127,7 @@ def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
         raise ConfigError(f"config key {where}: a stage is {{grid: {{axis: [values]}}, around: {{...}}}}")
     axes = list(stage.get("grid") or {}) + list(stage.get("around") or {})
     if not axes:
-        raise ConfigError(f"config key {where}: the stage has no axis")
+        raise ConfigError(f"config key {where}: the stage has no axis; give it grid: {{axis: [values]}}")
     for axis in axes:
         if axis not in keys and not axis.startswith("hp."):
             raise ConfigError(
