@@ -125,8 +125,6 @@ def validate(config: Mapping[str, Any]) -> dict:
         elif error.validator == "enum":  # jsonschema's lists Python's reprs: None for YAML's null
             choices = ", ".join(v if isinstance(v, str) else json.dumps(v) for v in error.validator_value)
             message = f"{error.instance!r} is not one of {choices}; set {key_path(path)} to one of them"
-        elif error.validator == "minItems":  # jsonschema's "[] should be non-empty" names no fix
-            message += f"; list at least {error.validator_value} (the key: {error.schema.get('description')})"
         elif error.validator == "required" and not path:  # a partial preset: Snakemake merges nothing in
             message += "; a --configfile replaces config.yaml whole: start from a copy of it or of a preset"
         elif error.validator == "required":
