@@ -40,9 +40,9 @@ __all__ = ["AutogradParadigm", "paradigm_by_autograd", "view_batch"]
 
 @dataclass(frozen=True)
 class AutogradParadigm:
-    """Per view-1 anchor: ``mass`` [N], ``w_cross`` / ``w_same`` [N, N] (zero diagonals, rows sum to 1
-    together where ``mass`` > 0), ``r`` [N] (NaN where ``mass`` is 0), and the raw ``positive`` [N]
-    coefficient of z2_i in dL/dz1_i."""
+    """Per view-1 anchor: ``mass`` [N] (it can be negative: VICReg's own weights), ``w_cross`` / ``w_same``
+    [N, N] (zero diagonals, rows sum to 1 together where ``mass`` is not 0), ``r`` [N] (NaN where ``mass``
+    is 0), and the raw ``positive`` [N] coefficient of z2_i in dL/dz1_i."""
 
     mass: Tensor
     w_cross: Tensor

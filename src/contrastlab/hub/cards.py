@@ -42,8 +42,7 @@ from contrastlab.losses import catalog
 from contrastlab.losses.catalog import LOSS_MODULES
 from contrastlab.papers import paper_for, reference
 from contrastlab.paths import UnreadableMetricsError, read_metrics, write_json, write_text
-from contrastlab.tables.assemble import sweep_point_names
-from contrastlab.tables.published import TABLES, load_meta, load_published
+from contrastlab.tables.published import TABLES, load_meta, load_published, sweep_point_names
 
 __all__ = [
     "TRAINING_KEYS",

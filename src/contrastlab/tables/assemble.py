@@ -22,7 +22,13 @@ from contrastlab.search import SEARCHED, searched_method, searched_methods
 from contrastlab.senteval.protocol import AVERAGED, TASKS
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
-from contrastlab.tables.published import TableSpec, load_meta, load_published, paper_backbones
+from contrastlab.tables.published import (
+    TableSpec,
+    load_meta,
+    load_published,
+    paper_backbones,
+    sweep_point_names,
+)
 from contrastlab.tables.search import search_experiments
 from contrastlab.tables.verdicts import add_verdicts
 
@@ -150,14 +156,6 @@ def evaluated(grid: Grid, key: str) -> bool:
     tasks = grid.options.evaluation.get("tasks") or TASKS
     group = AVERAGED.get(key, [key])
     return all(t in tasks for t in group if t in TASKS)
-
-
-def sweep_point_names(names: Collection[str], label: str, values: list) -> dict[str, tuple[str, Any]]:
-    """Each of ``names`` that is a sweep point ``<method>-<label><value>`` of ``values``: name -> (method,
-    value); the table's row of such a point is its method's (:func:`best_over_sweep`, a model card)."""
-    return {
-        n: (n.removesuffix(f"-{label}{v}"), v) for v in values for n in names if n.endswith(f"-{label}{v}")
-    }
 
 
 def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame:

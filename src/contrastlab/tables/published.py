@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,3 +120,11 @@ def load_published(name: str) -> pd.DataFrame:
     (float, NaN where the paper prints "-"), improvement (float or NaN), unit ("" or "pi"), mark
     (footnote mark, e.g. "*")."""
     return _load_published(name).copy()
+
+
+def sweep_point_names(names: Collection[str], label: str, values: list) -> dict[str, tuple[str, Any]]:
+    """Each of ``names`` that is a sweep point ``<method>-<label><value>`` of ``values``: name -> (method,
+    value); the table's row of such a point is its method's (``tables.assemble.best_over_sweep``, a card)."""
+    return {
+        n: (n.removesuffix(f"-{label}{v}"), v) for v in values for n in names if n.endswith(f"-{label}{v}")
+    }
