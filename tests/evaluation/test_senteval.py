@@ -120,9 +120,10 @@ def test_alignment_keeps_gold_4_and_uniformity_spans_more_than_one_block(monkeyp
 
 
 def test_mrpc_features_are_the_absolute_difference_then_the_product(monkeypatch, fixture_dir, encoder):
+    """... and its score is the probe's test accuracy, not its model-selection (dev) accuracy."""
     seen = []
-    monkeypatch.setattr(probe, "kfold_then_test", lambda x, *args, **kwargs: seen.append(x) or (0.0, 0.0))
-    S.evaluate(encoder, fixture_dir, ["MRPC"], "fasttest")
+    monkeypatch.setattr(probe, "kfold_then_test", lambda x, *args, **kwargs: seen.append(x) or (61.0, 62.0))
+    assert S.evaluate(encoder, fixture_dir, ["MRPC"], "fasttest") == {"MRPC": 62.0}
     train = T.load_task(fixture_dir, "MRPC", "fasttest")["train"]
     u, v = encoder(train.a), encoder(train.b)
     np.testing.assert_array_equal(seen[0], np.c_[np.abs(u - v), u * v])
