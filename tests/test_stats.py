@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from contrastlab.stats import (
@@ -12,7 +13,9 @@ from contrastlab.stats import (
     fit_slope,
     half_width,
     holm_rejections,
+    one_sided_p,
     pooled_std,
+    seeds_needed,
 )
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
@@ -86,6 +89,15 @@ def test_holm_step_down_by_hand():
     # α = 0.05 over 4: sorted 0.005 < 0.05/4, 0.01 < 0.05/3, 0.03 ≥ 0.05/2: stop (0.04 is not reached)
     assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
     assert holm_rejections([0.02], 0.025) == [True] and holm_rejections([], 0.025) == []
+    assert holm_rejections([0.05, 0.025], 0.05) == [False, False]  # strict: p_(1) = α/2 stops at once
+
+
+def test_seeds_needed_and_the_noiseless_p_value_at_their_edges():
+    # t_4 · sqrt(1/n) < 1 first at n = 8 (2.776 / sqrt(7) = 1.049, / sqrt(8) = 0.982): found with most = 8
+    assert seeds_needed(1.0, 1.0, 1.0, lambda n: 4, 2, most=8) == 8
+    assert seeds_needed(1.0, 1.0, 1.0, lambda n: 4, 2, most=7) is None
+    # no noise: Δ = 0 is no contradiction (p = 1), in the scalar form as in the array form
+    assert one_sided_p(0.0, 0.0, 3) == 1.0 == one_sided_p(np.zeros(1), np.zeros(1), 3)[0]
 
 
 def test_slope_and_its_residual_noise_by_hand():

@@ -30,7 +30,8 @@ def test_one_encode_call_with_unique_sentences(fixture_dir, encoder):
 def test_sts_is_pooled_all_spearman_not_mean(fixture_dir, encoder):
     score = S.evaluate(encoder, fixture_dir, ["STS12"], "test")["STS12"]
     subsets = load_sts_subsets(fixture_dir, "STS12")
-    cos = [S._cosine(encoder(s.a), encoder(s.b)) for s in subsets]
+    pairs = [(encoder(s.a).astype(np.float64), encoder(s.b).astype(np.float64)) for s in subsets]
+    cos = [np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)) for a, b in pairs]
     pooled = spearmanr(np.concatenate(cos), np.concatenate([s.gold for s in subsets])).statistic * 100
     mean = np.mean([spearmanr(c, s.gold).statistic * 100 for c, s in zip(cos, subsets, strict=True)])
     assert score == pytest.approx(pooled, abs=1e-9) and abs(score - mean) > 1e-6
@@ -105,17 +106,41 @@ def test_alignment_uniformity_matches_definition(fixture_dir, encoder):
     assert unif == pytest.approx(np.log(np.mean(np.exp(-2 * np.sum((z[i] - z[j]) ** 2, 1)))), rel=1e-6)
 
 
+def test_alignment_keeps_gold_4_and_uniformity_spans_more_than_one_block(monkeypatch):
+    """Gold >= 4 (STS-B dev has many 4.0s); all pairs a < b of more sentences than one 1024-row block."""
+    names = [f"s{i:04d}" for i in range(1100)]
+    gold = np.repeat([4.0, 3.8], 275)
+    monkeypatch.setattr(S, "load_sts_pairs", lambda *args: T.Pairs("dev", names[:550], names[550:], gold))
+    z = np.random.default_rng(0).standard_normal((1100, 3))
+    align, unif = S.alignment_uniformity(S.lookup_from(names, z), "unused")
+    z /= np.linalg.norm(z, axis=1, keepdims=True)
+    assert align == pytest.approx(np.mean(np.sum((z[:275] - z[550:825]) ** 2, 1)), rel=1e-6)
+    i, j = np.triu_indices(1100, 1)
+    assert unif == pytest.approx(np.log(np.mean(np.exp(-2 * np.sum((z[i] - z[j]) ** 2, 1)))), rel=1e-6)
+
+
+def test_mrpc_features_are_the_absolute_difference_then_the_product(monkeypatch, fixture_dir, encoder):
+    """... and its score is the probe's test accuracy, not its model-selection (dev) accuracy."""
+    seen = []
+    monkeypatch.setattr(probe, "kfold_then_test", lambda x, *args, **kwargs: seen.append(x) or (61.0, 62.0))
+    assert S.evaluate(encoder, fixture_dir, ["MRPC"], "fasttest") == {"MRPC": 62.0}
+    train = T.load_task(fixture_dir, "MRPC", "fasttest")["train"]
+    u, v = encoder(train.a), encoder(train.b)
+    np.testing.assert_array_equal(seen[0], np.c_[np.abs(u - v), u * v])
+
+
 def test_evaluate_checkpoint_measures_stsb_dev_after_the_tasks_encoding(
     fixture_dir, encoder, monkeypatch, tmp_path
 ):
     """Alignment/uniformity on STS-B dev, named in the metrics; its sentences in a second encode call, so
     the tasks' embeddings (and scores) are those of an evaluation without them."""
     monkeypatch.setattr(S, "_lazy_encoder", lambda *args, **kwargs: encoder)
-    metrics = S.evaluate_checkpoint(tmp_path, fixture_dir, ["STSBenchmark"], "fasttest")
+    metrics = S.evaluate_checkpoint(tmp_path, fixture_dir, P.STS_TASKS, "fasttest")
+    assert metrics["sts_avg"] == pytest.approx(np.mean([metrics["scores"][t] for t in P.STS_TASKS]))
     measured = (metrics["alignment"], metrics["uniformity"], metrics["alignment_split"])
     dev, test = (S.alignment_uniformity(CountingEncoder(), fixture_dir, split=s) for s in ("dev", "test"))
     assert measured == (*dev, "dev") and dev != test
-    assert encoder.calls[0] == T.task_sentences(fixture_dir, ["STSBenchmark"], "fasttest")
+    assert encoder.calls[0] == T.task_sentences(fixture_dir, P.STS_TASKS, "fasttest")
     pairs = load_sts_pairs(fixture_dir, "STSBenchmark", "dev")
     assert sorted(encoder.calls[1]) == sorted(set(pairs.a + pairs.b) - set(encoder.calls[0]))
 

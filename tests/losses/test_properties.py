@@ -49,6 +49,21 @@ def test_triplets_zero_gradient_once_margin_met(name, m):
     assert out.stats["gd_active"] == 1 and torch.all(g1.norm(dim=-1) > 0)
 
 
+@pytest.mark.parametrize("name", ["paradigm", "mmhe", "mmhs", "mvicreg", "mbarlow_twins"])
+def test_gd_active_is_the_share_of_both_views_anchors_gated_in(name):
+    """paradigm: s_ii - max_{j≠i} s_ij < m (view 2 per column); modified losses: 1 - max_{j≠i} q_ij < m."""
+    h1, h2 = batch(0, noise=0.3)
+    z1, z2 = unit(h1), unit(h2)
+    s, eye = z1 @ z2.T, torch.eye(8, dtype=torch.bool)
+    if name == "paradigm":
+        gaps = [s.diagonal() - s.masked_fill(eye, -9).amax(dim) for dim in (1, 0)]
+    else:
+        gaps = [1 - (z @ z.T).masked_fill(eye, -9).amax(1) for z in (z1, z2)]
+    shares = [(g < 0.2).double().mean().item() for g in gaps]
+    assert shares[0] != shares[1]
+    assert run(name, h1, h2, m=0.2)[0].stats["gd_active"] == pytest.approx(sum(shares) / 2, abs=1e-12)
+
+
 @pytest.mark.parametrize("reweight", [False, True])
 @pytest.mark.parametrize("alpha,a0", [(2.0, 0.8), (0.5, 0.0)])
 def test_macl_temperature_and_weight(alpha, a0, reweight):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import math
 import subprocess
 import sys
 
@@ -52,8 +53,16 @@ def test_paper_defaults():
     assert DEFAULTS["mat"] == {"m": 0.15}
     assert DEFAULTS["dcl"]["tau"] == 0.03 and DEFAULTS["dcl_plus"]["tau"] == 0.17
     assert DEFAULTS["align_uniform"] == {"alpha": 2.0, "t": 6.0, "lam": 0.1}
-    assert DEFAULTS["mmhe"]["r"] == 1.75 and DEFAULTS["mmhs"]["r"] == 1.75
-    assert DEFAULTS["mvicreg"]["r"] == 1.5 and DEFAULTS["mbarlow_twins"]["r"] == 1.5
+    # Li et al. 2024: §3.2 and A.4 (paradigm), Table 6 (BERT-base), the authors' λ of the originals, u = 10°
+    assert DEFAULTS["arccon"] == {"tau": 0.05, "u": math.pi / 18}
+    assert DEFAULTS["paradigm"] == {"m": 0.30, "tau": 0.05, "r": 1.0, "gd": True, "weight": "exp"}
+    assert [DEFAULTS[n] for n in ("mhe", "mhs", "vicreg_li", "barlow_twins_li")] == [
+        {"lam": v} for v in (10, 1, 30, 30)
+    ]
+    assert DEFAULTS["mmhe"] == {"lam": 1.0, "m": 0.30, "tau": 0.05, "r": 1.75, "gd": True, "weight": "exp"}
+    assert DEFAULTS["mmhs"] == {"lam": 1.0, "m": 0.30, "r": 1.75, "gd": True}
+    for name in ("mvicreg", "mbarlow_twins"):
+        assert DEFAULTS[name] == {"lam": 1.0, "m": 0.30, "tau": 0.05, "r": 1.5, "gd": True, "weight": "exp"}
     assert DEFAULTS["macl"] == {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False}
     # MACL App. B.3: τ 0.1 for all vision losses, MACL α 0.5, A0 0; Dual temperature's τ_β = 10 x 0.1
     for name in ("ntxent", "flatnce", "dcl_vision"):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from importlib import import_module
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from loss_oracle import unit, value
 
-from contrastlab.losses import DEFAULTS, LOSSES, build_loss
+from contrastlab.losses import DEFAULTS, LOSS_MODULES, LOSSES, build_loss
+from contrastlab.losses.oar import RAW_INPUT
 
 # N = 3, D = 2: a fixed, hand-picked batch (raw, not normalised) with a mix of gated/ungated anchors.
 H1 = [[1.0, 0.2], [0.3, 1.1], [-0.8, 0.5]]
@@ -43,15 +46,25 @@ def _loss(name, hp, h1, h2):
     )
 
 
-@pytest.mark.parametrize("batch", ["A", "B"])
+@pytest.mark.parametrize("batch", ["A", "B", "A at the defaults"])  # A at τ 0.05: Li's G capped at e^80
 @pytest.mark.parametrize("name", LOSSES)
 def test_value_matches_oracle(name, batch):
-    h1, h2 = (H1, H2) if batch == "A" else (H1_B, H2_B)
-    hp = {**DEFAULTS[name], **OVERRIDES.get(name, {})}
+    h1, h2 = (H1_B, H2_B) if batch == "B" else (H1, H2)
+    hp = {**DEFAULTS[name], **(OVERRIDES.get(name, {}) if batch != "A at the defaults" else {})}
     if name == "dcl_plus" and batch == "A":
         hp["tau"] = 1.0  # so that DCL+ is active for some anchors and clipped for others
     out = _loss(name, hp, h1, h2)
     assert out.loss.item() == pytest.approx(value(name, h1, h2, hp), abs=1e-6, rel=1e-9)
+    # the public function of the same name (infonce: info_nce): the entry's value and gradient on its views
+    x1, x2 = (torch.tensor(h, dtype=torch.float64, requires_grad=True) for h in (h1, h2))
+    v1, v2 = (x1, x2) if name in RAW_INPUT else (F.normalize(x1, dim=-1), F.normalize(x2, dim=-1))
+    module = import_module(f"contrastlab.losses.{LOSS_MODULES[name]}")
+    got = getattr(module, name.replace("infonce", "info_nce"))(v1, v2, **hp)
+    want = build_loss(name, **hp).on_views(v1, v2)
+    assert got.item() == pytest.approx(want.item(), abs=1e-12)
+    torch.testing.assert_close(
+        *(torch.autograd.grad(y, x1, retain_graph=True)[0] for y in (got, want)), rtol=0, atol=1e-12
+    )
     z1, z2 = unit(h1), unit(h2)
     assert out.stats["align"] == pytest.approx(
         np.mean([a @ b for a, b in zip(z1, z2, strict=True)]), abs=1e-9

@@ -505,7 +505,8 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
     three = evaluate(2)
     assert len(three.parts) == 4 and {p.task for p in three.parts} == {"sts_avg", "tr_devacc_avg"}
     assert three.verdict == REPRODUCED  # 3 of 4 clear the margin; the fourth (−4) may fail
-    assert verdict_text(three).startswith("reproduced: 3 of 4 parts clear it, the claim needs 3")
+    level = "(each at level 0.975, Bonferroni over the 2 that may fail)"  # 1 − 0.05 / (4 − 3 + 1)
+    assert verdict_text(three).startswith(f"reproduced: 3 of 4 parts clear it, the claim needs 3 {level}")
     assert "bert-base tr_devacc_avg: dcl − cl = -4.00" in numbers_text(three)
     assert evaluate(-2).verdict == NOT_REPRODUCED  # only 2 left uncontradicted
     assert evaluate(1.0).verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted

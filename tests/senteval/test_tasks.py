@@ -70,6 +70,9 @@ def test_sst_trec_mrpc(fixture_dir):
     assert not any(s.split()[0].startswith("other") for s in trec.sentences)  # fine label dropped
     mrpc = T.load_mrpc(fixture_dir, "test")
     assert len(mrpc.a) == len(mrpc.b) == 16 and "Quality" not in mrpc.a  # header skipped
+    for m in (mrpc, T.load_mrpc(fixture_dir, "train")):  # sorted by (tokens a, tokens b, label)
+        keys = [(len(a.split()), len(b.split()), y) for a, b, y in zip(m.a, m.b, m.labels, strict=True)]
+        assert keys == sorted(keys)
 
 
 def test_truncated_and_missing_files_fail_with_one_line_naming_them(tmp_path, fixture_dir):

@@ -55,6 +55,7 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
     assert published_runs(load_meta("li2024_table3"), "mmhe") == 3
     assert published_runs(load_meta("li2024_table3"), "infonce") == 1
     assert published_runs(load_meta("macl_table9"), "macl-bs64") == 1
+    assert published_runs({"runs": {"default": 1, "methods": {"macl": 3}}}, "macl-bs64") == 3  # its base's
     assert published_runs(load_meta("oar_table3"), "oar_infonce") == 1
     for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
         assert load_meta(spec.name)["runs"]["source"], spec.name
@@ -169,6 +170,11 @@ def test_a_pool_never_mixes_training_protocols_or_precisions():
     part = evaluate_claim({**claim, "parts": [["mmhe", "infonce"]]}, metrics, Grid(config)).parts[0]
     v1, v2 = 0.5 / 2, 4 / 3
     assert not part.paired and part.df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 1))
+    # half the contrast: each term's share of its pool's variance is c² / n, so the interval halves
+    (half,) = evaluate_claim(
+        {**claim, "parts": [{"mmhe": 0.5, "infonce": -0.5}]}, metrics, Grid(config)
+    ).parts
+    assert half.half_width == pytest.approx(part.half_width / 2) and half.df == pytest.approx(part.df)
 
 
 def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_number():
