@@ -69,6 +69,7 @@ def test_defaults_are_filled(repo_root):
 BAD = [
     ({"seeds": "42"}, "config key seeds: '42' is not of type 'array'"),
     ({"training": {"lr": -1}}, "config key training.lr: -1 is less than or equal to the minimum of 0"),
+    ({"backbones": {"bert-base": {"params_millions": 0}}}, "config key backbones.bert-base.params_millions"),
     ({"trainig": {}}, "config key trainig: unknown key (typo?)"),
     ({"evaluation": {"mode": "quick"}}, "config key evaluation.mode: 'quick' is not one of"),
     (
