@@ -153,8 +153,8 @@ def test_the_log_ends_with_the_line_and_the_workflow_reads_it_back(tmp_path, cap
     found = failure_lines([job, silent])
     assert found[0] == lines[0], found
     assert found[1] == (
-        f"contrastlab: rule tables failed without a contrastlab: line; see its output above "
-        f"(log: {tmp_path / 'none.log'})"
+        f"contrastlab: rule tables failed without a contrastlab: line; see its output above (a job killed, "
+        f"e.g. out of memory, resumes when the same command runs again) (log: {tmp_path / 'none.log'})"
     ), found
     observed(found[0][:100])
 

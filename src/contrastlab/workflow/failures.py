@@ -105,7 +105,8 @@ def failure_lines(jobs: Iterable[Any]) -> list[str]:
             label = f"rule {one.rule.name} {cell}".strip()
             where = f" (log: {', '.join(logs)})" if logs else ""
             lines.append(
-                f"contrastlab: {label} failed without a contrastlab: line; see its output above{where}"
+                f"contrastlab: {label} failed without a contrastlab: line; see its output above (a job "
+                f"killed, e.g. out of memory, resumes when the same command runs again){where}"
             )
     return list(dict.fromkeys(lines))
 
