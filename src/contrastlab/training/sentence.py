@@ -132,7 +132,7 @@ class TrainSettings(Settings):
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
         check_against_schema(self, "training")  # types, choices and bounds: the schema states them once
-        if refused := families.sentence_switches_refused(dataclasses.asdict(self)):
+        if refused := families.sentence_switches_refused(self.to_dict()):
             raise ValueError(refused)
         if self.grad_accum > self.batch_size:
             raise ValueError(f"grad_accum must be <= batch_size ({self.batch_size}), got {self.grad_accum}")
