@@ -105,8 +105,9 @@ CONFIG_READS = 3
 #: backbone, an empty seeds list, a misspelt stand-in or package) refused at load, 387 refusals naming
 #: their fix; a Python path with a space; printed commands keeping the run's --config; one line per job on
 #: Ctrl-C; "not configured" claims; cards' published numbers and equations; 29 surviving mutants killed.
-SRC_LINES = 37885
-TESTS_LINES = 38362
+#: +4 / +1 for the right-aligned columns asked of the Table (both renderers spelt the rule); this line.
+SRC_LINES = 37889
+TESTS_LINES = 38363
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 

@@ -116,6 +116,10 @@ class Table:
     labels: int = 0
     left: int | None = None
 
+    def right_aligned(self, column: int) -> bool:
+        """Whether ``column`` is one of those from ``right`` to ``left`` (both renderers ask it)."""
+        return self.right is not None and self.right <= column and (self.left is None or column < self.left)
+
 
 @dataclass
 class Tally:
@@ -167,11 +171,13 @@ def kind_of(verdict: str) -> str:
     return verdict.replace(" ", "-")
 
 
-def rows_table(rows: Sequence[Mapping[str, object]], right: int | None = None) -> Table:
+def rows_table(
+    rows: Sequence[Mapping[str, object]], right: int | None = None, left: int | None = None
+) -> Table:
     """A table whose header is the first row's keys (no rows: the Markdown reads "none"); the columns from
-    ``right`` on right-aligned."""
+    ``right`` to ``left`` (None: the last) right-aligned."""
     header = list(rows[0]) if rows else []
-    return Table(header, [[row[c] for c in header] for row in rows], right)
+    return Table(header, [[row[c] for c in header] for row in rows], right, left=left)
 
 
 def figure_id(name: str) -> str:
@@ -263,8 +269,7 @@ def _table_lines(table: Table, literals: Iterable[str] = ()) -> list[str]:
     def cell(content: Content) -> str:  # one line, "|" escaped: free text cannot break the table
         return escape_markdown(" ".join(cell_text(content).split()), literals).replace("|", "\\|")
 
-    right, left = table.right, table.left or len(table.header)
-    rule = ["---:" if right is not None and right <= i < left else "---" for i in range(len(table.header))]
+    rule = ["---:" if table.right_aligned(i) else "---" for i in range(len(table.header))]
     lines = ["| " + " | ".join(cell(h) for h in table.header) + " |", "|" + "|".join(rule) + "|"]
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
 

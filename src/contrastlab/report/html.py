@@ -322,9 +322,8 @@ class Page:
         if not table.rows:
             return "<p>none</p>"
         grid = fold(table) if table.labels else FoldedGrid(table.header, table.rows)
-        right, left = table.right, table.left or len(grid.header)
         mark = ' style="text-align: right;"'
-        align = [mark if right is not None and right <= j < left else "" for j in range(len(grid.header))]
+        align = [mark if table.right_aligned(j) else "" for j in range(len(grid.header))]
         head = "".join(f"<th{a}>{self.inline(h)}</th>\n" for a, h in zip(align, grid.header, strict=True))
         body = ""
         for i, row in enumerate(grid.rows):

@@ -400,7 +400,7 @@ def _tables_blocks(tables: list[tuple[assemble.Table, dict[str, Path]]], base: P
             noise.append(f"{table.spec.title}: {noise_note(table.cells)}")
         anchor = table.spec.name.replace("_", "-")
         grids += [Heading(4, table.spec.title, id=anchor, label=table_label(table.spec)), grid_block(table)]
-    blocks: list = [Table(list(rows[0]), [list(r.values()) for r in rows], 1, left=len(rows[0]) - 2)]
+    blocks: list = [rows_table(rows, right=1, left=len(rows[0]) - 2)]  # note and files: text
     if noise:
         blocks += [Paragraph("Which seed-noise estimate each table uses:"), Bullets(noise)]
     return blocks + grids
