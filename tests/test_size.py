@@ -49,63 +49,10 @@ GRID_MEMBERS = 15
 #: Lines of rules/*.smk and the Snakefile that read the config by key (``config[``): 17 at house review 8,
 #: 3 after issue 77: the keys no Grid door answers (the backbones map, analytic_figures, paradigm_figures).
 CONFIG_READS = 3
-#: Lines (``wc -l``) of the library's and the suite's .py files: the house's size, a ratchet on the tree
-#: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back over two
-#: rounds to 37,428 / 37,147). A change that adds lines folds as many elsewhere, or argues here, in its own
-#: commit, why the house must grow. +29 / +30 after the review of that cut: four cuts undone that had changed
-#: behaviour or hidden a signature, the config's names as text on plan.md and the table pages, and the tests
-#: of both (CPU-pinned SentEval comparison, a patch scoped to its helper). +20 / +54 for two defects an H200
-#: found (docs/gpu-runs/h200-2026-11-28-gpu-check): the loop's wait for a snapshot in flight on an error,
-#: make gpu-check's full-length corpus, a test that fails without each, and make plan on the calibration
-#: that H200 wrote; +3 for a CI failure of the stand-in live run's test (it now waits until the scan sees it);
-#: +7 / +11 for an encoding's start-up measured against its own encoding seconds, and its check. A fourth
-#: round of cuts, then 37,245 / 36,796 (with the backbone folder's refusal moved before the first read of its
-#: config.json, and its test). +112 / +334 for what taking the docs at their word found (issue 85, fifth
-#: stop): a rerun after a SLURM controller was killed trained the same cell twice at once (now it waits for
-#: the killed run's jobs; a unit and a real-cluster test), a per-protocol typo dropped an override silently,
-#: a new paper's missing published numbers ended in a traceback and its page left 32 tests failing, the
-#: add-seeds commands did not say they stop at 10 seeds, and seven one-line errors and refusals (each fix
-#: with the test that failed before it); +10 for one job_results_dir where three jobs spelt it out. +37 / +171
-#: for the sixth stop's fixes, each with the test that failed before it: a paper record in the wrong shape
-#: and twelve other inputs of make plan, Snakemake and make compare that ended in a traceback or a misleading
-#: line, a user loss's file path in public card tags, empty state folders after a finished cell, and the
-#: checks of the papers' captions, sections and equations and of three declared deviations; +26 / +66 for
-#: the claims' statistics (a diverged seed crashed a contrast; count and any-of claims read "reproduced" above
-#: their level), the view-2 gradient and floor of MACL's tests, and the OAR studies' BatchNorm declared;
-#: +3 / +7 for table legends that name the paper backbone each toy backbone stands in for; +5 / +4 for a
-#: Monte-Carlo claim's correction over all its parts (a false "not reproduced" 18% -> 2.5% with 8 parts);
-#: +12 for contrastlab.cuda.no_gpu_line, the one no-GPU line that make gpu-check and three benchmarks (not
-#: counted here: 13 lines fewer) each spelt out; +1 for make compare's folder check made once per run, not
-#: per file read. +0 / +6 for a Monte-Carlo row without its standard error, which decided as an exact number.
-#: +32 / +81 for a SLURM job that ended unrecorded by its killed run, which no later settings change reran
-#: (now marked incomplete again by the rerun; a unit and a real-cluster test), and a group job's notes.
-#: +57 / +62 for Nie Fig. 1a on STS-B dev as the paper (old records named and left out), Fig. 3a's TR.Avg
-#: as Nie's devacc, and a bad paper record stopping every user command in one line (one parametrized test).
-#: +11 / +21 for the review of those: a record's own error class, one YAML error line, a date, a control
-#: character and a non-UTF-8 record each in one line, and a row without its standard error said in words;
-#: +3 for the SLURM window test at 10 steps (44 s, was 76 s: make test nears its 15 minutes).
-#: -214 / -237 for a fifth round of folds (no behaviour changed; its review put back what read worse), then
-#: +0 / +15 for the Nie Fig. 1b-d panel titles one of its folds lost, the test that reads them and this line.
-#: +216 / +585 for what reading the demo's and the cpu run's figures, report, report.html, tables and model
-#: cards, the docs and protocol.md's APIs literally found, each fix with the test that failed before it:
-#: OAR Table 3's best rate (the worse one was printed), a stand-in's settings and footnote marks, nine
-#: figure defects (runs 8 apart alike, a diverged point dropped or mislabelled, a log axis lost, rounding
-#: noise coloured), "not evaluated" for a task a preset leaves out and its deviation row, a failed cell in
-#: the comparison tables, step switches no trainer follows refused before a checkpoint is deleted, offline
-#: downloads and damaged SentEval files naming their fix, protocol.md's task names, what evaluate's encode
-#: may return, a report that says only what the run has, a summary table that wraps, greys at WCAG AA, the
-#: answer on a narrow first screen, seven MTEB results a card filed under one name, OAR's cards naming
-#: OAR, and eight tracebacks made one line.
-#: +7 / +2 for the sentence step's switch rule written once (families), which the config check asks too.
-#: +325 / +442 for what a config fuzz (1,932 hand-edit mistakes), 13 interruptions of make demo, checkouts
-#: with spaces, a mutation audit (155 mutants) and the model cards read as a user found, each fix with the
-#: test that failed before it: a local run asking for a GPU or cuda_graph it cannot get stops before
-#: Snakemake removes a finished cell; mistakes that passed the load and failed in the job after that removal
-#: (a key written twice, sweep and grid values, a random BERT's settings, oar_synthetic, a method on no
-#: backbone, an empty seeds list, a misspelt stand-in or package) refused at load, 387 refusals naming
-#: their fix; a Python path with a space; printed commands keeping the run's --config; one line per job on
-#: Ctrl-C; "not configured" claims; cards' published numbers and equations; 29 surviving mutants killed.
-#: +4 / +1 for the right-aligned columns asked of the Table (both renderers spelt the rule); this line.
+#: Lines (``wc -l``) of the library's and the suite's .py files: the house's size, a ratchet on the tree. A
+#: change that adds lines folds as many elsewhere, or argues in :data:`SIZE_LEDGER`, in its own commit, why
+#: the house must grow; the ledger's last line names the bounds below.
+SIZE_LEDGER = ROOT / "docs" / "history" / "size.md"
 SRC_LINES = 37889
 TESTS_LINES = 38363
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
@@ -172,6 +119,11 @@ def test_the_house_does_not_grow():
         if found[room] > rooms[room][1]
     ]
     assert not over, "the house grew; fold what repeats rather than raise the bound:\n" + "\n".join(over)
+
+
+def test_the_size_ledger_argues_the_bounds():
+    last = SIZE_LEDGER.read_text(encoding="utf-8").rstrip().splitlines()[-1]
+    assert last == f"Now {SRC_LINES:,} / {TESTS_LINES:,}.", f"{SIZE_LEDGER.name} must end with the bounds"
 
 
 def long_functions(root: Path = LIBRARY, limit: int = LONG_FUNCTION) -> list[str]:
