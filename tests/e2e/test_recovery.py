@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
+from tests.workflow.test_warm import _alive
 
 from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
@@ -32,14 +33,6 @@ def _children(pid: int) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _wait_for(condition, timeout: float, what: str):

@@ -137,14 +137,13 @@ def test_a_retry_runs_again_after_a_failure_another_attempt_may_not_have(tmp_pat
     assert _attempt(tmp_path, "100:7", None)
 
 
-def test_workflow_run_names_the_submitting_snakemake_invocation(tmp_path, monkeypatch):
+def test_workflow_run_names_the_submitting_snakemake_invocation(monkeypatch):
     """The invocation reaches a job through the environment: the main Snakemake sets it when it starts
     executing (record_running_workflow), and the SLURM plugin submits with --export=ALL."""
-    job = _job(tmp_path)
     monkeypatch.delenv(RUN_VARIABLE, raising=False)
-    assert workflow_run(job) is None
+    assert workflow_run() is None
     monkeypatch.setenv(RUN_VARIABLE, "login1:123:456")
-    assert workflow_run(job) == "login1:123:456"
+    assert workflow_run() == "login1:123:456"
 
 
 def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:

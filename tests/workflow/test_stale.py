@@ -29,18 +29,8 @@ def _cell(method: str) -> SimpleNamespace:
 def test_the_cells_trained_at_another_commit_or_from_a_dirty_tree_are_named(tmp_path):
     results = Results(tmp_path)
     cells = [_cell(m) for m in ("cl", "mpt", "dcl", "au", "met", "mat", "old", "none")]
-    for cell, (sha, dirty) in zip(
-        cells,
-        [
-            (HEAD, False),
-            ("b" * 40, False),
-            (HEAD, True),
-            ("c" * 40, True),
-            *[("d" * 40, False)] * 3,
-            (None, None),
-        ],
-        strict=True,
-    ):
+    commits = [(HEAD, False), ("b" * 40, False), (HEAD, True), ("c" * 40, True), *[("d" * 40, False)] * 3]
+    for cell, (sha, dirty) in zip(cells, [*commits, (None, None)], strict=True):
         _trained(results, cell, sha, dirty)
     found = trained_by_other_code(results, [*cells, _cell("untrained")], HEAD)
     assert found[:3] == [

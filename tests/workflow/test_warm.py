@@ -143,11 +143,11 @@ def _start(place, report: Path, variables=None, streams=subprocess.PIPE, **optio
     return subprocess.Popen(command, cwd=root, env=env, stdout=streams, stderr=streams, text=True)
 
 
-def _start_sleeping_job(place, report_name: str, streams: int) -> tuple[subprocess.Popen, dict]:
-    """The script started to sleep for a minute, its output to ``streams``; once its report is written,
-    the client and what the job reported (its pid and parent)."""
+def _start_sleeping_job(place, report_name: str) -> tuple[subprocess.Popen, dict]:
+    """The script started to sleep for a minute, its output piped; once its report is written, the client
+    and what the job reported (its pid and parent)."""
     report = place[0] / report_name
-    client = _start(place, report, streams=streams, sleep=60)
+    client = _start(place, report, sleep=60)
     _wait_for(report.exists)
     return client, json.loads(report.read_text())
 
@@ -250,7 +250,7 @@ def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
     starter = _starter_ready(place)
     root, _ = place
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
-        client, job = _start_sleeping_job(place, f"signal-{signum}.json", subprocess.PIPE)
+        client, job = _start_sleeping_job(place, f"signal-{signum}.json")
         assert job["ppid"] == starter
         client.send_signal(signum)
         _, stderr = client.communicate(timeout=30)
@@ -681,7 +681,7 @@ def test_a_starter_killed_mid_job_ends_the_job_in_one_line_and_the_next_job_gets
     place, observed
 ):
     starter = _starter_ready(place)
-    client, job = _start_sleeping_job(place, "starter-killed.json", subprocess.PIPE)
+    client, job = _start_sleeping_job(place, "starter-killed.json")
     assert job["ppid"] == starter
     os.kill(starter, signal.SIGKILL)
     _, stderr = client.communicate(timeout=30)

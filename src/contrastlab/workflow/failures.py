@@ -55,15 +55,6 @@ def disk_full(error: BaseException) -> OSError | None:
     return None
 
 
-def full_folder(error: OSError, log_path: str | os.PathLike) -> Path:
-    """The folder a full disk was hit under: that of the file the ``OSError`` names, else the results
-    folder the job's log lies in (``<results_dir>/logs/...``: what the job writes), else the log's."""
-    if error.filename:
-        return Path(os.fsdecode(error.filename)).parent
-    log = Path(log_path)
-    return next((p.parent for p in log.parents if p.name == "logs"), log.parent)
-
-
 def failure_line(error: BaseException, label: str, log_path: str | os.PathLike) -> str:
     """The one line a failed job prints: ``contrastlab: <label>: <Error>: <message> (log: <path>)``; a
     full disk anywhere in the error's chain (:func:`disk_full`) as ``no space left on <folder>`` and
@@ -72,7 +63,12 @@ def failure_line(error: BaseException, label: str, log_path: str | os.PathLike) 
     message = " ".join(str(error).split())
     full = disk_full(error)
     if full is not None:
-        folder = full_folder(full, log_path)
+        # the folder of the file the OSError names, else the results folder the job's log lies in
+        # (<results_dir>/logs/...: what the job writes), else the log's
+        log = Path(log_path)
+        folder = next((p.parent for p in log.parents if p.name == "logs"), log.parent)
+        if full.filename:
+            folder = Path(os.fsdecode(full.filename)).parent
         df = shlex.join(["df", "-h", str(folder)])
         what = f"no space left on {folder}; free space there ({df}) and run the same command again"
         return f"contrastlab: {where}{what} ({type(error).__name__}: {message}) (log: {log_path})"

@@ -102,9 +102,7 @@ def _job(snakemake: Any, *, training: bool) -> Iterator[str]:
     record, label = failure_record(snakemake), job_label(snakemake)
     with (
         slurm_job_noted(job_results_dir(snakemake), label, snakemake.output),  # a killed run's rerun waits
-        logged_to(
-            snakemake.log[0], label, append=training, failure_record=record, run=workflow_run(snakemake)
-        ),
+        logged_to(snakemake.log[0], label, append=training, failure_record=record, run=workflow_run()),
     ):
         print(start_line(), file=sys.stderr)  # warm or cold, and how long the start took, into the log
         note_job_start(start_record())  # the job's phases count from the process's start

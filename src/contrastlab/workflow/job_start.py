@@ -30,12 +30,11 @@ NOT_HANDED_OVER = "not a Snakemake script process"
 def start_state(*, warm: bool, why_cold: str | None, waited_s: float, pid: int | None) -> str:
     """The start record hand_over decided now, as JSON for :data:`STATE_VARIABLE`: ``pid`` is the process
     that runs the job (``None`` for a fork not yet made: it claims it, :func:`claim_start_record`)."""
-    now = time.time()
     record = {
         "warm": warm,
         "why_cold": why_cold,
         "process_started": process_started(),
-        "handed_over": now,
+        "handed_over": time.time(),
         "waited_s": round(waited_s, 3),
         "pid": pid,
     }

@@ -30,26 +30,12 @@ def points_file(results: Results) -> str:
     return results.state(POINTS_FILE)
 
 
-# A point's grid and moves are kept as lists of pairs, not JSON objects: their order is the order of the
-# point's name (SearchPoint.name), and the file is written with sorted keys.
-def _encoded(points: Sequence[SearchPoint]) -> list[dict[str, Any]]:
-    return [
-        {**dataclasses.asdict(p), "grid": list(p.grid.items()), "around": list(p.around.items())}
-        for p in points
-    ]
-
-
 def _decoded(rows: Sequence[Mapping[str, Any]]) -> list[SearchPoint]:
-    return [
-        SearchPoint(
-            **{
-                **row,
-                "grid": dict(row["grid"]),
-                "around": {axis: tuple(move) for axis, move in row["around"]},
-            }
-        )
-        for row in rows
-    ]
+    points = []
+    for row in rows:
+        around = {axis: tuple(move) for axis, move in row["around"]}
+        points.append(SearchPoint(**{**row, "grid": dict(row["grid"]), "around": around}))
+    return points
 
 
 def write_points(path: str | Path, digest: str, points: Sequence[SearchPoint]) -> bool:
@@ -57,7 +43,12 @@ def write_points(path: str | Path, digest: str, points: Sequence[SearchPoint]) -
     of ``digest`` (:attr:`contrastlab.config.Grid.digest`). Nothing is written
     where JSON would not give the same points back (a grid value JSON cannot keep): the jobs then price
     for themselves. Returns whether the file was written."""
-    rows = _encoded(points)
+    # a point's grid and moves as lists of pairs, not JSON objects: their order is the order of the
+    # point's name (SearchPoint.name), and the file is written with sorted keys
+    rows = [
+        {**dataclasses.asdict(p), "grid": list(p.grid.items()), "around": list(p.around.items())}
+        for p in points
+    ]
     back = _decoded(json.loads(json.dumps(rows, sort_keys=True)))
     if back != list(points) or [p.name for p in back] != [p.name for p in points]:
         return False

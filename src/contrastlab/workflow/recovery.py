@@ -39,7 +39,7 @@ from contrastlab.paths import read_json, snakemake_record, write_json
 RUN_VARIABLE = "CONTRASTLAB_WORKFLOW_RUN"
 
 
-def workflow_run(snakemake: Any = None) -> str | None:
+def workflow_run() -> str | None:
     """``<host>:<pid>:<start time>`` of the Snakemake invocation that runs this job
     (:func:`record_running_workflow`), or ``None`` outside one.
 

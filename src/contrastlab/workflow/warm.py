@@ -331,10 +331,8 @@ def _cuda_refusal() -> tuple[str, dict[str, str]] | None:
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
     torch_initialised = bool(cuda is not None and cuda.is_initialized())
-    if not torch_initialised and not _cuda_driver_loaded():
-        return None
     initialised = driver_initialised() if _cuda_driver_loaded() else "not loaded"
-    if not torch_initialised and initialised == "no":
+    if not torch_initialised and initialised in ("no", "not loaded"):
         return None
     facts = {"driver_initialised": initialised, "torch_initialised": "yes" if torch_initialised else "no"}
     if torch_initialised or initialised == "yes":

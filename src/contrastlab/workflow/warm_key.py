@@ -49,32 +49,12 @@ IMPORT_PREFIXES = tuple(
 )
 #: What the starter imports before it serves: what the training, encoding, evaluation and image jobs spend
 #: their start on. contrastlab itself is never imported there, so a fork always runs the code on disk.
-PRELOAD = (
-    "numpy",
-    "pandas",
-    "scipy.stats",
-    "sklearn.linear_model",
-    "matplotlib.pyplot",
-    "torch",
-    "torchvision",
-    "transformers",
-    "transformers.models.bert.modeling_bert",
-    "safetensors.torch",
-    "snakemake.script",
+PRELOAD = tuple(
+    """numpy pandas scipy.stats sklearn.linear_model matplotlib.pyplot torch torchvision transformers
+    transformers.models.bert.modeling_bert safetensors.torch snakemake.script""".split()
 )
 #: The resource limits a fork inherits from its starter (``ulimit -v``, ``-n``, ...): part of the key.
-LIMITS = (
-    "RLIMIT_AS",
-    "RLIMIT_DATA",
-    "RLIMIT_RSS",
-    "RLIMIT_CPU",
-    "RLIMIT_FSIZE",
-    "RLIMIT_NOFILE",
-    "RLIMIT_STACK",
-    "RLIMIT_NPROC",
-    "RLIMIT_CORE",
-    "RLIMIT_MEMLOCK",
-)
+LIMITS = tuple(f"RLIMIT_{name}" for name in "AS DATA RSS CPU FSIZE NOFILE STACK NPROC CORE MEMLOCK".split())
 #: ``ioprio_get``'s system call number by machine (``os.uname().machine``); elsewhere the I/O priority is
 #: left out of the key (an ``ionice``d client may then be served by a starter of another I/O class).
 IOPRIO_GET = {"x86_64": 252, "aarch64": 31, "riscv64": 31, "ppc64le": 274, "i686": 290}
