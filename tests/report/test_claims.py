@@ -221,10 +221,7 @@ def test_sweep_positions_and_degenerate_contrasts():
 
 def parse_command(command: str) -> dict:
     """The --config overrides of one printed command, as Snakemake would merge them."""
-    overrides = {}
-    for key, value in re.findall(r"'(\w+)=(.*?)'", command):
-        overrides[key] = yaml.safe_load(value)
-    return overrides
+    return {key: yaml.safe_load(value) for key, value in re.findall(r"'(\w+)=(.*?)'", command)}
 
 
 #: The seed plan that brings MACL's roberta-base cells to a fourth seed, and the cells it adds.
@@ -281,7 +278,7 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
 
 
-def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
+def nie_paired(gaps: dict[str, float], spread: float, task: str = "sts_avg") -> pd.DataFrame:
     """BERT-base cells of Nie's experiment: cl at 70, 71, 72 and each method at cl + gap + (−spread, 0,
     +spread) per seed, so every part is paired with per-seed contrasts of SS 2 · spread². With m methods
     the stratum's seed-blocked residual is (a_i − m/(m + 1)) e_s (a_i = 1 but for cl, e the spreads):
@@ -290,7 +287,7 @@ def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
     cells = {("bert-base", "cl"): cl}
     for method, gap in gaps.items():
         cells[("bert-base", method)] = [x + gap + e for x, e in zip(cl, (-spread, 0.0, spread), strict=True)]
-    return metrics(cells, experiment="nie2023")
+    return metrics(cells, "nie2023", task)
 
 
 def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
@@ -487,18 +484,9 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
 
     def evaluate(dcl_sts: float):
         """The claim on runs whose four parts are off by 3, ``dcl_sts``, 5 and -4."""
-        gaps = {("au", "sts_avg"): 3, ("dcl", "sts_avg"): dcl_sts, ("au", "tr_devacc_avg"): 5}
-        gaps[("dcl", "tr_devacc_avg")] = -4
-        out = []
-        for task in c["task"]:
-            cells = {("bert-base", "cl"): [70.0, 71.0, 72.0]}
-            for m in ("au", "dcl"):
-                cells[("bert-base", m)] = [
-                    x + gaps[(m, task)] + e
-                    for x, e in zip(cells[("bert-base", "cl")], (-0.1, 0, 0.1), strict=True)
-                ]
-            out.append(metrics(cells, "nie2023", task))
-        return evaluate_claim(c, pd.concat(out, ignore_index=True), Grid(NIE))
+        sts = nie_paired({"au": 3, "dcl": dcl_sts}, 0.1, "sts_avg")
+        tr = nie_paired({"au": 5, "dcl": -4}, 0.1, "tr_devacc_avg")
+        return evaluate_claim(c, pd.concat([sts, tr], ignore_index=True), Grid(NIE))
 
     # four parts (2 contrasts × 2 tasks), paired; per task a stratum of three cells (nie_paired's rule at
     # m = 2): s² = 0.01 / 3, ν = 4, se² = 2 s² / 3, h = t_4 · 0.0471 ≈ 0.13

@@ -236,6 +236,9 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
     )
 
 
+VERDICTS = ("reproduced", "not reproduced", "paper unsupported", "undecided", "not run", "not configured")
+
+
 def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_path):
     """In report.html each paper's tally sits above its claims and counts their verdicts' badges."""
     from contrastlab.paths import Results
@@ -259,14 +262,7 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
         counts = re.sub(r"<[^>]+>", "", claims.split("</p>")[0])  # zero counts carry no badge
         tally = dict(re.findall(r"((?:not |paper )?[a-z]+) (\d+)", counts.removeprefix("\nTally: ")))
         table = claims.split("<table>", 1)[1]
-        for word in (
-            "reproduced",
-            "not reproduced",
-            "paper unsupported",
-            "undecided",
-            "not run",
-            "not configured",
-        ):
+        for word in VERDICTS:
             kind = word.replace(" ", "-")
             badges = table.count(f'<td><span class="badge v-{kind}">')
             badges += table.count(f'<td><details class="why"><summary><span class="badge v-{kind}">')
