@@ -358,18 +358,18 @@ def test_a_diverged_seed_is_no_score_in_a_contrast():
     )
 
 
-SIX_PARTS = {
-    "id": "six-near-zero-gaps",
-    "experiment": "nie2023",
-    "task": "sts_avg",
-    "backbones": ["bert-base"],
-    "parts": [[m, "cl"] for m in ("au", "dcl", "dcl_plus", "mpt", "met", "mat")],
-}
+def nie_claim(claim_id: str, parts: list, task: str | list[str] = "sts_avg", **keys) -> dict:
+    """A claim of ``parts`` on Nie's BERT-base cells (``keys``: its relation, margin, ...)."""
+    return dict(id=claim_id, experiment="nie2023", task=task, backbones=["bert-base"], parts=parts, **keys)
+
+
+SIX = ("au", "dcl", "dcl_plus", "mpt", "met", "mat")
+SIX_PARTS = nie_claim("six-near-zero-gaps", [[m, "cl"] for m in SIX])
 
 
 def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     """Not reproduced is Holm-corrected over the parts (12 uncorrected tests at 0.025: ≈ 26 %)."""
-    gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
+    gaps = dict.fromkeys(SIX, 0.0)
     # seven cells, spread sqrt(7/8): s² = 0.875 / 7 = 0.125, ν = 12, se² = 2 s² / 3 = 0.5² / 3; h = 0.629
     spread, se = math.sqrt(7 / 8), 0.5 / math.sqrt(3)
     one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, spread), Grid(NIE))
@@ -393,13 +393,8 @@ def test_paired_parts_that_share_cells_count_the_cells_degrees_of_freedom_once()
     """Audit S-1: six pairs of four cells at three seeds. Pooling the six parts' per-seed contrasts as
     if independent said ν = 6 · 2 = 12; the stratum's seed-blocked pool has ν = (4 − 1)(3 − 1) = 6."""
     methods = ("cl", "au", "dcl", "mpt")
-    all_pairs = {
-        "id": "all-pairs-of-four",
-        "experiment": "nie2023",
-        "task": "sts_avg",
-        "backbones": ["bert-base"],
-        "parts": [[b, a] for i, a in enumerate(methods) for b in methods[i + 1 :]],
-    }
+    pairs = [[b, a] for i, a in enumerate(methods) for b in methods[i + 1 :]]
+    all_pairs = nie_claim("all-pairs-of-four", pairs)
     # seed effect 70, 71, 72 + means cl 0, au 2, dcl 4, mpt 4.46 + residuals cl (0.3, −0.3, 0),
     # au (−0.3, 0.3, 0), dcl and mpt 0 (summing to 0 over every cell and every seed): the blocked fit
     # leaves exactly these, SS 0.36 over ν 6, s² = 0.06, and a part's se² = 2 s² / 3 = 0.04, se = 0.2.
@@ -428,13 +423,7 @@ def test_paired_parts_that_share_cells_count_the_cells_degrees_of_freedom_once()
 def test_paired_noise_is_pooled_per_task_not_over_the_claim():
     """Audit S-2: one paired part on two tasks whose seed noise differs 20-fold. Each task is its own
     stratum, so each has its own half-width; one s_D over the claim gave both 2.27."""
-    two_tasks = {
-        "id": "one-part-two-tasks",
-        "experiment": "nie2023",
-        "task": ["sts_avg", "tr_devacc_avg"],
-        "backbones": ["bert-base"],
-        "parts": [["au", "cl"]],
-    }
+    two_tasks = nie_claim("one-part-two-tasks", [["au", "cl"]], ["sts_avg", "tr_devacc_avg"])
     frames = []
     for task, base, spread in (("sts_avg", 70.0, 0.1), ("tr_devacc_avg", 80.0, 2.0)):
         cl = [base, base + 1, base + 2]
@@ -471,16 +460,8 @@ def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
 def test_a_count_claim_needs_that_many_parts_and_no_more():
     """OAR §5.2, "12 out of the 24 reported accuracies": relation count, at_least parts reproduced at the
     claim's margin; not reproduced once too few parts are left uncontradicted; else undecided."""
-    c = {
-        "id": "two-of-three",
-        "experiment": "nie2023",
-        "task": ["sts_avg", "tr_devacc_avg"],
-        "relation": "count",
-        "at_least": 3,
-        "margin": 1.0,
-        "backbones": ["bert-base"],
-        "parts": [["au", "cl"], ["dcl", "cl"]],
-    }
+    parts, tasks = [["au", "cl"], ["dcl", "cl"]], ["sts_avg", "tr_devacc_avg"]
+    c = nie_claim("two-of-three", parts, tasks, relation="count", at_least=3, margin=1.0)
 
     def evaluate(dcl_sts: float):
         """The claim on runs whose four parts are off by 3, ``dcl_sts``, 5 and -4."""

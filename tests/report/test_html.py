@@ -88,6 +88,20 @@ def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
     assert blue.sum() > 50, int(blue.sum())
 
 
+#: A paper's claims table: (claim, verdict word, its head and reasoning, numbers) per row.
+CLAIM_ROWS = [
+    ("A beats B", "not reproduced", "", ": 1 of 2 parts contradicted (Holm-corrected)", "+3.52 ± ?"),
+    ("G beats H", "paper unsupported", "", ": not reproduced, as on the paper's own tables", "-1.20 ± 0.50"),
+    ("C beats D", "reproduced", "", "", "+1.00 ± 0.50"),
+    ("E beats F", "not run", "", "", "–"),
+    (
+        "I beats J",
+        "undecided",
+        " (2/12 parts run)",
+        ": needs ≥ 2 seeds per cell to measure the noise",
+        "+0.50 ± ?",
+    ),
+]
 CONSTRUCTED = [
     Heading(2, "Nie et al. 2023", id="nie2023"),
     Heading(3, "Claims"),
@@ -98,37 +112,7 @@ CONSTRUCTED = [
     ),
     Table(
         ["claim", "verdict", "numbers"],
-        [
-            [
-                "A beats B",
-                Verdict(
-                    "not-reproduced", "not reproduced", "", ": 1 of 2 parts contradicted (Holm-corrected)"
-                ),
-                "+3.52 ± ?",
-            ],
-            [
-                "G beats H",
-                Verdict(
-                    "paper-unsupported",
-                    "paper unsupported",
-                    "",
-                    ": not reproduced, as on the paper's own tables",
-                ),
-                "-1.20 ± 0.50",
-            ],
-            ["C beats D", Verdict("reproduced", "reproduced"), "+1.00 ± 0.50"],
-            ["E beats F", Verdict("not-run", "not run"), "–"],
-            [
-                "I beats J",
-                Verdict(
-                    "undecided",
-                    "undecided",
-                    " (2/12 parts run)",
-                    ": needs ≥ 2 seeds per cell to measure the noise",
-                ),
-                "+0.50 ± ?",
-            ],
-        ],
+        [[c, Verdict(w.replace(" ", "-"), w, head, tail), n] for c, w, head, tail, n in CLAIM_ROWS],
     ),
     Table(
         ["Method", "", "BERT-base STS.Avg"],
