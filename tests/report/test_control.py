@@ -63,11 +63,7 @@ FIGURE_ONLY = {
 
 def test_only_the_figure_claims_cannot_be_checked_on_the_papers_numbers():
     assert {cid for cid, r in RESULTS.items() if r.result is None} == FIGURE_ONLY
-    assert all(
-        r.why_not == "links only figures: no transcribed numbers"
-        for cid, r in RESULTS.items()
-        if cid in FIGURE_ONLY
-    )
+    assert {RESULTS[cid].why_not for cid in FIGURE_ONLY} == {"links only figures: no transcribed numbers"}
 
 
 @pytest.mark.parametrize("claim_id", sorted(set(RESULTS) - FIGURE_ONLY))
@@ -206,20 +202,16 @@ def noisy_frames(experiment: str, seeds: int, rng: np.random.Generator, means: d
     drawn as μ + σ z (μ the paper's number, or ``means[(backbone, method, task)]``), Pretrained rows
     as printed; and the grid of the control's config with those seeds."""
     cells = published_cells(experiment)
-    rows, mu, sigma = [], [], []
+    rows = []  # each run's cell, seed and task, and its μ and σ
     for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False):
         if m == PRETRAINED:
-            rows.append((PRETRAINED, b, m, None, t))
-            mu.append(v)
-            sigma.append(0.0)
-            continue
-        for i in range(seeds):
-            rows.append((experiment, b, m, 42 + i, t))
-            mu.append((means or {}).get((b, m, t), v))
-            sigma.append(power.noise_prior(t))
-    frame = pd.DataFrame(rows, columns=COLUMNS[:-1])
+            rows.append((PRETRAINED, b, m, None, t, v, 0.0))
+        else:
+            mean = (means or {}).get((b, m, t), v)
+            rows += [(experiment, b, m, 42 + i, t, mean, power.noise_prior(t)) for i in range(seeds)]
+    frame = pd.DataFrame(rows, columns=[*COLUMNS[:-1], "mu", "sigma"])
     frame["seed"] = frame["seed"].astype("Int64")
-    mu, sigma = np.array(mu, dtype=float), np.array(sigma)
+    mu, sigma = frame.pop("mu").to_numpy(dtype=float), frame.pop("sigma").to_numpy(dtype=float)
     grid = control_grid(FULL_GRID, experiment).with_experiment(experiment, seeds=range(42, 42 + seeds))
 
     def draw() -> pd.DataFrame:

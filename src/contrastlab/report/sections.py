@@ -160,10 +160,10 @@ def figure_order(figure: dict) -> tuple:
     ...        key=lambda c: figure_order({"caption": c}))
     ['Nie Fig. 1a: z', 'Nie Fig. 3b: x', 'OAR Table 2 (synthetic): y', 'no number']
     """
-    found = re.match(r"\S+ (Fig\.|Table) ([0-9]+)([A-Za-z]?)", figure_place(figure["caption"]))
+    found = re.match(r"[^ ]* (Fig\.|Table) ([0-9]+)(.?)", figure_place(figure["caption"]))
     if not found:
         return (2, 0, "")
-    return (0 if found[1] == "Fig." else 1, int(found[2]), found[3])
+    return (0 if found[1] == "Fig." else 1, int(found[2]), found[3] if found[3].isalpha() else "")
 
 
 def write_report(
