@@ -347,9 +347,8 @@ def test_a_diverged_seed_is_no_score_in_a_contrast():
     }
     result = evaluate_claim(claim("oar-improves-10pct"), metrics(cells, "oar_cifar10", "ffn10_top1"), grid)
     part = next(p for p in result.parts if p.status != NOT_RUN)
-    assert part.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -1.0} and part.diff == pytest.approx(
-        49.5
-    )
+    assert part.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -1.0}
+    assert part.diff == pytest.approx(49.5)
     assert not part.paired and part.status == REPRODUCED
     cells[("resnet18-oar", "infonce-lr1.0")] = [nan] * 3
     assert (

@@ -165,17 +165,14 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
         {**cpu_row, "training jobs": "oar_cifar10 ×1"},
     ]
     section = to_markdown(input_blocks(tmp_path / "metrics", "artifacts.lock.json", tmp_path)).splitlines()
-    assert section[0] == "## Inputs" and section[2].startswith(
-        "The code and environment of every training job"
-    )
+    assert section[0] == "## Inputs"
+    assert section[2].startswith("The code and environment of every training job")
     assert section[4:6] == [
         "| commit | contrastlab | torch | transformers | device | training jobs |",
         "|---|---|---|---|---|---|",
     ]
-    assert (
-        environment_rows(tmp_path / "nothing") == []
-        and input_blocks(tmp_path / "none", results_dir=tmp_path / "none") == []
-    )
+    assert environment_rows(tmp_path / "nothing") == []
+    assert input_blocks(tmp_path / "none", results_dir=tmp_path / "none") == []
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(unrun_demo):
