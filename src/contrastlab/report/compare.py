@@ -136,6 +136,14 @@ def cell_table(
     return cells.drop(columns=["std_a", "std_b"])
 
 
+def claim_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Per claim id: verdict_a, verdict_b and whether they agree ("—" where a run has no such claim)."""
+    merged = a[["id", "verdict"]].merge(b[["id", "verdict"]], on="id", how="outer", suffixes=("_a", "_b"))
+    merged = merged.fillna("—")
+    merged["same"] = merged["verdict_a"] == merged["verdict_b"]
+    return merged
+
+
 def _fmt(x: float) -> str:
     return "" if pd.isna(x) else f"{x:.2f}"
 
@@ -153,12 +161,7 @@ def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathL
     cells = cell_table(
         _read(a, "scores.csv"), _read(b, "scores.csv"), choices=(search_choices(a), search_choices(b))
     )
-    # per claim id: verdict_a, verdict_b and whether they agree ("—" where a run has no such claim)
-    claims = _read(a, CLAIMS_NAME)[["id", "verdict"]].merge(
-        _read(b, CLAIMS_NAME)[["id", "verdict"]], on="id", how="outer", suffixes=("_a", "_b")
-    )
-    claims = claims.fillna("—")
-    claims["same"] = claims["verdict_a"] == claims["verdict_b"]
+    claims = claim_table(_read(a, CLAIMS_NAME), _read(b, CLAIMS_NAME))
     out = Path(b if out is None else out)
     out = out / "compare.md" if out.is_dir() else out
     counts = cells["verdict"].value_counts()
