@@ -1,5 +1,5 @@
 """The report's headline rows by hand (contrastlab.report.answer.headline_row): the paper's own backbone
-beside a toy backbone standing in for it, and the stand-in's † only where ours is the stand-in's."""
+beside a toy backbone standing in for it: ours is its own, unmarked (the stand-in alone: test_answer.py)."""
 
 from __future__ import annotations
 
@@ -52,14 +52,3 @@ def test_the_papers_own_backbone_beside_a_stand_in_is_ours_and_unmarked():
     only_toy = metrics[metrics["backbone"] == "tiny-bert"]
     row = headline_row(assemble(get_spec("macl_tableB4"), Grid(BOTH), only_toy), HEADLINE, "x.md")
     assert (row["ours"], cell_text(row["Δ"])) == ("not run", "–")
-
-
-def test_the_stand_in_alone_is_named_with_the_backbone_it_stands_for():
-    """BERT-base left out: ours is tiny-bert's 61.00 ± 1.00 (+1.00 over its SimCSE), named after the
-    number; Δ 61.00 - 76.66 = -15.66 against the number it stands in for, marked †."""
-    toy = {**BOTH, "experiments": {"macl": {**BOTH["experiments"]["macl"], "backbones": ["tiny-bert"]}}}
-    metrics = _metrics({"tiny-bert": ([60.0] * 3, [60.0, 61.0, 62.0])})
-    row = headline_row(assemble(get_spec("macl_tableB4"), Grid(toy), metrics), HEADLINE, "x.md")
-    assert row["published"] == "76.66 (+0.41)"
-    assert cell_text(row["ours"]) == "61.00 ± 1.00 (+1.00) (tiny-bert)"
-    assert cell_text(row["Δ"]) == "-15.66 ▼†"

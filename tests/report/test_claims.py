@@ -221,10 +221,7 @@ def test_sweep_positions_and_degenerate_contrasts():
 
 def parse_command(command: str) -> dict:
     """The --config overrides of one printed command, as Snakemake would merge them."""
-    overrides = {}
-    for key, value in re.findall(r"'(\w+)=(.*?)'", command):
-        overrides[key] = yaml.safe_load(value)
-    return overrides
+    return {key: yaml.safe_load(value) for key, value in re.findall(r"'(\w+)=(.*?)'", command)}
 
 
 #: The seed plan that brings MACL's roberta-base cells to a fourth seed, and the cells it adds.
@@ -281,7 +278,7 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
 
 
-def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
+def nie_paired(gaps: dict[str, float], spread: float, task: str = "sts_avg") -> pd.DataFrame:
     """BERT-base cells of Nie's experiment: cl at 70, 71, 72 and each method at cl + gap + (−spread, 0,
     +spread) per seed, so every part is paired with per-seed contrasts of SS 2 · spread². With m methods
     the stratum's seed-blocked residual is (a_i − m/(m + 1)) e_s (a_i = 1 but for cl, e the spreads):
@@ -290,7 +287,7 @@ def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
     cells = {("bert-base", "cl"): cl}
     for method, gap in gaps.items():
         cells[("bert-base", method)] = [x + gap + e for x, e in zip(cl, (-spread, 0.0, spread), strict=True)]
-    return metrics(cells, experiment="nie2023")
+    return metrics(cells, "nie2023", task)
 
 
 def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
@@ -350,9 +347,8 @@ def test_a_diverged_seed_is_no_score_in_a_contrast():
     }
     result = evaluate_claim(claim("oar-improves-10pct"), metrics(cells, "oar_cifar10", "ffn10_top1"), grid)
     part = next(p for p in result.parts if p.status != NOT_RUN)
-    assert part.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -1.0} and part.diff == pytest.approx(
-        49.5
-    )
+    assert part.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -1.0}
+    assert part.diff == pytest.approx(49.5)
     assert not part.paired and part.status == REPRODUCED
     cells[("resnet18-oar", "infonce-lr1.0")] = [nan] * 3
     assert (
@@ -361,18 +357,18 @@ def test_a_diverged_seed_is_no_score_in_a_contrast():
     )
 
 
-SIX_PARTS = {
-    "id": "six-near-zero-gaps",
-    "experiment": "nie2023",
-    "task": "sts_avg",
-    "backbones": ["bert-base"],
-    "parts": [[m, "cl"] for m in ("au", "dcl", "dcl_plus", "mpt", "met", "mat")],
-}
+def nie_claim(claim_id: str, parts: list, task: str | list[str] = "sts_avg", **keys) -> dict:
+    """A claim of ``parts`` on Nie's BERT-base cells (``keys``: its relation, margin, ...)."""
+    return dict(id=claim_id, experiment="nie2023", task=task, backbones=["bert-base"], parts=parts, **keys)
+
+
+SIX = ("au", "dcl", "dcl_plus", "mpt", "met", "mat")
+SIX_PARTS = nie_claim("six-near-zero-gaps", [[m, "cl"] for m in SIX])
 
 
 def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     """Not reproduced is Holm-corrected over the parts (12 uncorrected tests at 0.025: ≈ 26 %)."""
-    gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
+    gaps = dict.fromkeys(SIX, 0.0)
     # seven cells, spread sqrt(7/8): s² = 0.875 / 7 = 0.125, ν = 12, se² = 2 s² / 3 = 0.5² / 3; h = 0.629
     spread, se = math.sqrt(7 / 8), 0.5 / math.sqrt(3)
     one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, spread), Grid(NIE))
@@ -396,13 +392,8 @@ def test_paired_parts_that_share_cells_count_the_cells_degrees_of_freedom_once()
     """Audit S-1: six pairs of four cells at three seeds. Pooling the six parts' per-seed contrasts as
     if independent said ν = 6 · 2 = 12; the stratum's seed-blocked pool has ν = (4 − 1)(3 − 1) = 6."""
     methods = ("cl", "au", "dcl", "mpt")
-    all_pairs = {
-        "id": "all-pairs-of-four",
-        "experiment": "nie2023",
-        "task": "sts_avg",
-        "backbones": ["bert-base"],
-        "parts": [[b, a] for i, a in enumerate(methods) for b in methods[i + 1 :]],
-    }
+    pairs = [[b, a] for i, a in enumerate(methods) for b in methods[i + 1 :]]
+    all_pairs = nie_claim("all-pairs-of-four", pairs)
     # seed effect 70, 71, 72 + means cl 0, au 2, dcl 4, mpt 4.46 + residuals cl (0.3, −0.3, 0),
     # au (−0.3, 0.3, 0), dcl and mpt 0 (summing to 0 over every cell and every seed): the blocked fit
     # leaves exactly these, SS 0.36 over ν 6, s² = 0.06, and a part's se² = 2 s² / 3 = 0.04, se = 0.2.
@@ -431,13 +422,7 @@ def test_paired_parts_that_share_cells_count_the_cells_degrees_of_freedom_once()
 def test_paired_noise_is_pooled_per_task_not_over_the_claim():
     """Audit S-2: one paired part on two tasks whose seed noise differs 20-fold. Each task is its own
     stratum, so each has its own half-width; one s_D over the claim gave both 2.27."""
-    two_tasks = {
-        "id": "one-part-two-tasks",
-        "experiment": "nie2023",
-        "task": ["sts_avg", "tr_devacc_avg"],
-        "backbones": ["bert-base"],
-        "parts": [["au", "cl"]],
-    }
+    two_tasks = nie_claim("one-part-two-tasks", [["au", "cl"]], ["sts_avg", "tr_devacc_avg"])
     frames = []
     for task, base, spread in (("sts_avg", 70.0, 0.1), ("tr_devacc_avg", 80.0, 2.0)):
         cl = [base, base + 1, base + 2]
@@ -474,31 +459,14 @@ def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
 def test_a_count_claim_needs_that_many_parts_and_no_more():
     """OAR §5.2, "12 out of the 24 reported accuracies": relation count, at_least parts reproduced at the
     claim's margin; not reproduced once too few parts are left uncontradicted; else undecided."""
-    c = {
-        "id": "two-of-three",
-        "experiment": "nie2023",
-        "task": ["sts_avg", "tr_devacc_avg"],
-        "relation": "count",
-        "at_least": 3,
-        "margin": 1.0,
-        "backbones": ["bert-base"],
-        "parts": [["au", "cl"], ["dcl", "cl"]],
-    }
+    parts, tasks = [["au", "cl"], ["dcl", "cl"]], ["sts_avg", "tr_devacc_avg"]
+    c = nie_claim("two-of-three", parts, tasks, relation="count", at_least=3, margin=1.0)
 
     def evaluate(dcl_sts: float):
         """The claim on runs whose four parts are off by 3, ``dcl_sts``, 5 and -4."""
-        gaps = {("au", "sts_avg"): 3, ("dcl", "sts_avg"): dcl_sts, ("au", "tr_devacc_avg"): 5}
-        gaps[("dcl", "tr_devacc_avg")] = -4
-        out = []
-        for task in c["task"]:
-            cells = {("bert-base", "cl"): [70.0, 71.0, 72.0]}
-            for m in ("au", "dcl"):
-                cells[("bert-base", m)] = [
-                    x + gaps[(m, task)] + e
-                    for x, e in zip(cells[("bert-base", "cl")], (-0.1, 0, 0.1), strict=True)
-                ]
-            out.append(metrics(cells, "nie2023", task))
-        return evaluate_claim(c, pd.concat(out, ignore_index=True), Grid(NIE))
+        sts = nie_paired({"au": 3, "dcl": dcl_sts}, 0.1, "sts_avg")
+        tr = nie_paired({"au": 5, "dcl": -4}, 0.1, "tr_devacc_avg")
+        return evaluate_claim(c, pd.concat([sts, tr], ignore_index=True), Grid(NIE))
 
     # four parts (2 contrasts × 2 tasks), paired; per task a stratum of three cells (nie_paired's rule at
     # m = 2): s² = 0.01 / 3, ν = 4, se² = 2 s² / 3, h = t_4 · 0.0471 ≈ 0.13

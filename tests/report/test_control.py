@@ -63,11 +63,7 @@ FIGURE_ONLY = {
 
 def test_only_the_figure_claims_cannot_be_checked_on_the_papers_numbers():
     assert {cid for cid, r in RESULTS.items() if r.result is None} == FIGURE_ONLY
-    assert all(
-        r.why_not == "links only figures: no transcribed numbers"
-        for cid, r in RESULTS.items()
-        if cid in FIGURE_ONLY
-    )
+    assert {RESULTS[cid].why_not for cid in FIGURE_ONLY} == {"links only figures: no transcribed numbers"}
 
 
 @pytest.mark.parametrize("claim_id", sorted(set(RESULTS) - FIGURE_ONLY))
@@ -136,19 +132,14 @@ def test_fake_results_come_from_the_transcribed_tables():
     cells = published_cells("li2024").set_index(["backbone", "method", "task"])
     table4 = load_published("li2024_table4").set_index(["backbone", "method", "key"])
     # an original from its modified loss's subscript: mMHS − 0.5 on BERT-base TR.Avg (Table 4)
-    mmhs = table4.loc[("bert-base", "mmhs", "tr_avg")]
-    assert cells.loc[("bert-base", "mhs", "tr_avg"), "value"] == pytest.approx(
-        mmhs["value"] - mmhs["improvement"]
-    )
+    mmhs, mhs = table4.loc[("bert-base", "mmhs", "tr_avg")], cells.loc[("bert-base", "mhs", "tr_avg")]
+    assert mhs["value"] == pytest.approx(mmhs["value"] - mmhs["improvement"])
     assert mmhs["improvement"] == pytest.approx(-0.5)
-    assert cells.loc[("bert-base", "mhs", "tr_avg"), "source"] == "Table 4 subscript"
+    assert mhs["source"] == "Table 4 subscript"
     # a printed original wins over the subscript (Table 5 prints BERT-base's STS.Avg originals)
     table5 = load_published("li2024_table5").set_index(["backbone", "method", "key"])
-    assert (
-        cells.loc[("bert-base", "mhe", "sts_avg"), "value"]
-        == table5.loc[("bert-base", "mhe", "sts_avg"), "value"]
-    )
-    assert cells.loc[("bert-base", "mhe", "sts_avg"), "source"] == "Table 5"
+    mhe = cells.loc[("bert-base", "mhe", "sts_avg")]
+    assert mhe["value"] == table5.loc[("bert-base", "mhe", "sts_avg"), "value"] and mhe["source"] == "Table 5"
     # runs: Table 3's caption states three for the modified losses; InfoNCE's source states none
     assert cells.loc[("bert-base", "mmhe", "sts_avg"), "runs"] == 3
     assert cells.loc[("bert-base", "infonce", "sts_avg"), "runs_assumed"]
@@ -206,20 +197,16 @@ def noisy_frames(experiment: str, seeds: int, rng: np.random.Generator, means: d
     drawn as μ + σ z (μ the paper's number, or ``means[(backbone, method, task)]``), Pretrained rows
     as printed; and the grid of the control's config with those seeds."""
     cells = published_cells(experiment)
-    rows, mu, sigma = [], [], []
+    rows = []  # each run's cell, seed and task, and its μ and σ
     for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False):
         if m == PRETRAINED:
-            rows.append((PRETRAINED, b, m, None, t))
-            mu.append(v)
-            sigma.append(0.0)
-            continue
-        for i in range(seeds):
-            rows.append((experiment, b, m, 42 + i, t))
-            mu.append((means or {}).get((b, m, t), v))
-            sigma.append(power.noise_prior(t))
-    frame = pd.DataFrame(rows, columns=COLUMNS[:-1])
+            rows.append((PRETRAINED, b, m, None, t, v, 0.0))
+        else:
+            mean = (means or {}).get((b, m, t), v)
+            rows += [(experiment, b, m, 42 + i, t, mean, power.noise_prior(t)) for i in range(seeds)]
+    frame = pd.DataFrame(rows, columns=[*COLUMNS[:-1], "mu", "sigma"])
     frame["seed"] = frame["seed"].astype("Int64")
-    mu, sigma = np.array(mu, dtype=float), np.array(sigma)
+    mu, sigma = frame.pop("mu").to_numpy(dtype=float), frame.pop("sigma").to_numpy(dtype=float)
     grid = control_grid(FULL_GRID, experiment).with_experiment(experiment, seeds=range(42, 42 + seeds))
 
     def draw() -> pd.DataFrame:

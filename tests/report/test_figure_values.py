@@ -188,21 +188,13 @@ def test_combine_any_needs_one_part_per_backbone(tmp_path):
     c = claim("nie-align-uniform-miss-the-gap")
 
     def runs(au: tuple[float, float], split: str = "dev") -> pd.DataFrame:
-        cl = (0.20, -2.0)
+        rows = [
+            ("bert-base", m, s, a, u, 70.0, split)
+            for m, (a, u) in {"cl": (0.20, -2.0), "au": au}.items()
+            for s in (42, 43)
+        ]
         return pd.DataFrame(
-            [
-                dict(
-                    backbone="bert-base",
-                    method=m,
-                    seed=s,
-                    alignment=a,
-                    uniformity=u,
-                    sts_avg=70.0,
-                    split=split,
-                )
-                for m, (a, u) in {"cl": cl, "au": au}.items()
-                for s in (42, 43)
-            ]
+            rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg", "split"]
         )
 
     write(tmp_path, "nie2023/align_uniform", runs((0.25, -2.3)))  # worse alignment, better uniformity

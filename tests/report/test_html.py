@@ -88,6 +88,20 @@ def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
     assert blue.sum() > 50, int(blue.sum())
 
 
+#: A paper's claims table: (claim, verdict word, its head and reasoning, numbers) per row.
+CLAIM_ROWS = [
+    ("A beats B", "not reproduced", "", ": 1 of 2 parts contradicted (Holm-corrected)", "+3.52 ± ?"),
+    ("G beats H", "paper unsupported", "", ": not reproduced, as on the paper's own tables", "-1.20 ± 0.50"),
+    ("C beats D", "reproduced", "", "", "+1.00 ± 0.50"),
+    ("E beats F", "not run", "", "", "–"),
+    (
+        "I beats J",
+        "undecided",
+        " (2/12 parts run)",
+        ": needs ≥ 2 seeds per cell to measure the noise",
+        "+0.50 ± ?",
+    ),
+]
 CONSTRUCTED = [
     Heading(2, "Nie et al. 2023", id="nie2023"),
     Heading(3, "Claims"),
@@ -98,37 +112,7 @@ CONSTRUCTED = [
     ),
     Table(
         ["claim", "verdict", "numbers"],
-        [
-            [
-                "A beats B",
-                Verdict(
-                    "not-reproduced", "not reproduced", "", ": 1 of 2 parts contradicted (Holm-corrected)"
-                ),
-                "+3.52 ± ?",
-            ],
-            [
-                "G beats H",
-                Verdict(
-                    "paper-unsupported",
-                    "paper unsupported",
-                    "",
-                    ": not reproduced, as on the paper's own tables",
-                ),
-                "-1.20 ± 0.50",
-            ],
-            ["C beats D", Verdict("reproduced", "reproduced"), "+1.00 ± 0.50"],
-            ["E beats F", Verdict("not-run", "not run"), "–"],
-            [
-                "I beats J",
-                Verdict(
-                    "undecided",
-                    "undecided",
-                    " (2/12 parts run)",
-                    ": needs ≥ 2 seeds per cell to measure the noise",
-                ),
-                "+0.50 ± ?",
-            ],
-        ],
+        [[c, Verdict(w.replace(" ", "-"), w, head, tail), n] for c, w, head, tail, n in CLAIM_ROWS],
     ),
     Table(
         ["Method", "", "BERT-base STS.Avg"],
@@ -236,6 +220,9 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
     )
 
 
+VERDICTS = ("reproduced", "not reproduced", "paper unsupported", "undecided", "not run", "not configured")
+
+
 def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_path):
     """In report.html each paper's tally sits above its claims and counts their verdicts' badges."""
     from contrastlab.paths import Results
@@ -259,14 +246,7 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
         counts = re.sub(r"<[^>]+>", "", claims.split("</p>")[0])  # zero counts carry no badge
         tally = dict(re.findall(r"((?:not |paper )?[a-z]+) (\d+)", counts.removeprefix("\nTally: ")))
         table = claims.split("<table>", 1)[1]
-        for word in (
-            "reproduced",
-            "not reproduced",
-            "paper unsupported",
-            "undecided",
-            "not run",
-            "not configured",
-        ):
+        for word in VERDICTS:
             kind = word.replace(" ", "-")
             badges = table.count(f'<td><span class="badge v-{kind}">')
             badges += table.count(f'<td><details class="why"><summary><span class="badge v-{kind}">')

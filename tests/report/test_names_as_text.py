@@ -69,14 +69,9 @@ class Elements(HTMLParser):
         self.text += data
 
 
-def elements(page: str) -> Elements:
-    parser = Elements()
-    parser.feed(page)
-    return parser
-
-
 def assert_no_element_from(page: str, name: str):
-    found = elements(page)
+    found = Elements()
+    found.feed(page)
     assert {tag for tag, _ in found.tags} <= OWN_TAGS, f"a tag from {name!r}"
     for tag, attrs in found.tags:
         assert not any(key.startswith("on") for key in attrs), f"<{tag} {attrs}> from {name!r}"

@@ -165,22 +165,19 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
         {**cpu_row, "training jobs": "oar_cifar10 ×1"},
     ]
     section = to_markdown(input_blocks(tmp_path / "metrics", "artifacts.lock.json", tmp_path)).splitlines()
-    assert section[0] == "## Inputs" and section[2].startswith(
-        "The code and environment of every training job"
-    )
+    assert section[0] == "## Inputs"
+    assert section[2].startswith("The code and environment of every training job")
     assert section[4:6] == [
         "| commit | contrastlab | torch | transformers | device | training jobs |",
         "|---|---|---|---|---|---|",
     ]
-    assert (
-        environment_rows(tmp_path / "nothing") == []
-        and input_blocks(tmp_path / "none", results_dir=tmp_path / "none") == []
-    )
+    assert environment_rows(tmp_path / "nothing") == []
+    assert input_blocks(tmp_path / "none", results_dir=tmp_path / "none") == []
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(unrun_demo):
     """The answer first, then what decides the undecided claims; the reading guide folded below."""
-    from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
+    from contrastlab.report.answer import heading, short_title, undecided_text
     from contrastlab.report.claims import ClaimResult
     from contrastlab.report.parts import UNDECIDED, PartResult
 
@@ -191,8 +188,6 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(unrun_demo
     results = [undecided(None), undecided(5), undecided(8), undecided(101)]
     results.append(ClaimResult({"paper": "macl"}, "reproduced", []))
     assert [short_title(p) for p in ("nie2023", "li2024")] == ["Nie et al. 2023", "Li, Zhang & Nie 2024"]
-    counts = {column: cell_text(cell) for column, cell in tally_cells(results).items()}
-    assert counts == {"reproduced": "1", "not": "0", "unsupported": "0", "undecided": "4", "not run": "0"}
     assert undecided_text(results) == (
         "Undecided claims: Nie et al. 2023: 1 need ≥ 2 seeds per cell to measure the noise, 2 would be "
         "decided at ≤ 8 seeds per cell, 1 need > 100 seeds per cell."

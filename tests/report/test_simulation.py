@@ -34,6 +34,8 @@ def one_part(mu, sigma, *, fixed=0.0, deterministic=False, pool_cells=None, shif
         shift=shift,
         expected=REPRODUCED,
         seeds=seeds,
+        mode=np.array([simulation.UNPAIRED if deterministic else simulation.BLOCKED]),
+        own_pool=np.array([-1]),
     )
 
 
@@ -61,7 +63,6 @@ def test_a_paired_part_reproduces_with_the_noncentral_t_probability(n, gap, marg
     reproduced when T > t_{ν, 0.975}, not reproduced (Holm with one part: p < α) when T < −t_{ν, 0.975}."""
     sigma = 0.5
     s = one_part([70.0 + gap, 70.0], sigma, shift=margin, pool_cells=pool)
-    assert list(s.mode) == [simulation.BLOCKED]
     got_r, got_nr = reproduced_share(s, n)
     df, delta = (pool - 1) * (n - 1), (gap - margin) / (sigma * math.sqrt(2 / n))
     t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)

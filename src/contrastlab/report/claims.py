@@ -347,10 +347,9 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
     """The verdict as (its word, the share of parts run when some have not, the reasoning after them): the
     seeds that would decide it, or a ``paper_tables`` claim's reason; such a claim reading "not reproduced"
     opens with :data:`PAPER_UNSUPPORTED`."""
-    word, tail = result.verdict, ""
-    if result.kind == PAPER_UNSUPPORTED:
-        word, tail = PAPER_UNSUPPORTED, f": {result.verdict}, as on the paper's own tables"
-    word = NOT_CONFIGURED if result.kind == NOT_CONFIGURED else word
+    word, tail = result.kind, ""
+    if word == PAPER_UNSUPPORTED:
+        tail = f": {result.verdict}, as on the paper's own tables"
     run = ""
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         run = f" ({result.parts_run}/{len(result.parts)} parts run)"

@@ -108,11 +108,9 @@ def cell_table(
     cells["noise"] = ""
     for _, index in cells[both].groupby(["experiment", "backbone", "task"]).groups.items():
         group = cells.loc[index]
-        df = (group["n_a"] - 1).clip(lower=0).sum() + (group["n_b"] - 1).clip(lower=0).sum()
+        df = sum((group[f"n_{run}"] - 1).clip(lower=0).sum() for run in "ab")
         if df > 0:
-            ss = ((group["n_a"] - 1) * group["std_a"].fillna(0) ** 2).sum() + (
-                (group["n_b"] - 1) * group["std_b"].fillna(0) ** 2
-            ).sum()
+            ss = sum(((group[f"n_{run}"] - 1) * group[f"std_{run}"].fillna(0) ** 2).sum() for run in "ab")
             se[index] = math.sqrt(ss / df) * np.sqrt(1 / group["n_a"] + 1 / group["n_b"])
             dof[index] = df
             cells.loc[index, "noise"] = f"seeds pooled over {len(group)} cells (df {int(df)})"

@@ -115,27 +115,18 @@ def _measured_parts(
                 result = PartResult(backbone, wanted, NOT_RUN, missing=["a second sweep point"], task=task)
                 measured.append((result, ours, [], None, None))
                 continue
-            terms = _resolved_terms(wanted, task, experiment, values, ours)
+            terms: dict[str, float] = {}  # each sweep position resolved to its point (_resolve)
+            for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
+                method, cell_task = cell_of(m, task)
+                name = _resolve(method, experiment, values, ours, cell_task)
+                key = name if cell_task == task else f"{name}/{cell_task}"  # a term on another task
+                terms[key] = terms.get(key, 0.0) + c
             same = (ours, task, frozenset(terms.items()))
             if same in resolved:  # "at the smallest and at the largest" of a one-point sweep: one contrast
                 continue
             resolved.add(same)
             measured.append(_measured(backbone, terms, task, ours, values, stratum_of))
     return measured
-
-
-def _resolved_terms(
-    wanted: dict[str, float], task: str, experiment: dict, values: dict, ours: str
-) -> dict[str, float]:
-    """A part's terms with each sweep position resolved to its point (:func:`_resolve`), a term on
-    another task kept as ``method/task``."""
-    terms: dict[str, float] = {}
-    for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
-        method, cell_task = cell_of(m, task)
-        name = _resolve(method, experiment, values, ours, cell_task)
-        key = name if cell_task == task else f"{name}/{cell_task}"
-        terms[key] = terms.get(key, 0.0) + c
-    return terms
 
 
 def _measured(

@@ -55,7 +55,8 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
     for part in claim.get("parts") or []:
         if not isinstance(part, dict) or not isinstance(part.get("csv"), str) or not part.get("column"):
             raise ValueError(f"{name}: a {RELATION} part is {{csv: ..., column: ..., ...}}, got {part!r}")
-        if part.get("at", "every") not in AGGREGATES:
+        at = part.get("at", "every")
+        if at not in AGGREGATES:
             raise ValueError(f"{name}: at must be one of {AGGREGATES}, got {part.get('at')!r}")
         if ("rows" in part) == ("terms" in part):
             raise ValueError(f"{name}: a {RELATION} part has rows or terms (one of them), got {part!r}")
@@ -63,14 +64,12 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
             terms = part_terms(part)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name}: terms are [coefficient, {{column: value}}], got {part!r}") from err
-        if part.get("at", "every") == "every" and [c for c, _ in terms] != [1.0]:
+        if at == "every" and [c for c, _ in terms] != [1.0]:
             raise ValueError(f"{name}: at 'every' takes one selection (rows), got {part!r}")
-        if "error" in part and (
-            not isinstance(part["error"], str) or part.get("at", "every") not in ("every", "mean")
-        ):
+        if "error" in part and (not isinstance(part["error"], str) or at not in ("every", "mean")):
             raise ValueError(f"{name}: error names a column and goes with at 'every' or 'mean', got {part!r}")
         if part.get("noise", "seeds") != "seeds" or (
-            "noise" in part and (part.get("at", "every") != "mean" or "terms" in part or part.get("weights"))
+            "noise" in part and (at != "mean" or "terms" in part or part.get("weights"))
         ):  # its t-interval is over one selection's rows, one per seed
             raise ValueError(f"{name}: noise is 'seeds', with at 'mean' of rows, unweighted; got {part!r}")
         if "error" in part and part.get("weights"):

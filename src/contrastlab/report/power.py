@@ -27,7 +27,7 @@ from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
-from contrastlab.report.claims import evaluate_claim, seed_step
+from contrastlab.report.claims import all_claims, evaluate_claim, seed_step
 from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
@@ -340,8 +340,6 @@ def claims_power(
 ) -> list[ClaimPower]:
     """Every claim's :class:`ClaimPower` under ``grid``'s config (:func:`~.claims.all_claims`;
     ``measured``: :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
-    from contrastlab.report.claims import all_claims
-
     cache: dict = {}
     return [_claim_power(claim, grid, cache, measured, replicates) for claim in all_claims()]
 
@@ -358,11 +356,8 @@ def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATE
     and, when below :data:`TARGET`, the smallest n ≤ :data:`MAX_SEEDS` that reaches it."""
     power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
     power.probability = decided_probability(s, s.seeds, replicates)
-    if power.probability >= TARGET:
-        power.seeds_needed, power.probability_needed = s.seeds, power.probability
-        return power
-    for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
-        prob = decided_probability(s, n, replicates)
+    for n in [s.seeds, *range(max(2, s.seeds + 1), MAX_SEEDS + 1)]:
+        prob = power.probability if n == s.seeds else decided_probability(s, n, replicates)
         if prob >= TARGET:
             power.seeds_needed, power.probability_needed = n, prob
             break
@@ -503,8 +498,6 @@ def power_notes(
 ) -> dict[str, str]:
     """claim id -> :func:`power_note` for ``claim_ids``, with the runs' own pooled noise where measured
     and GPU-hours from the plan's ``jobs`` (None: no projection, the hours read 0)."""
-    from contrastlab.report.claims import all_claims
-
     wanted = set(claim_ids)
     measured = measured_noise(metrics, grid)
     hours = seed_hours(jobs or [], grid)

@@ -122,10 +122,4 @@ def run_identity(results_dir: str | os.PathLike) -> dict[str, str]:
         if newest is not None
         else "no cell finished yet"
     )
-    return {
-        "preset": preset,
-        "results": root.as_posix(),
-        "commit": commit,
-        "date": date,
-        "trained": bool(shas),
-    }
+    return dict(preset=preset, results=root.as_posix(), commit=commit, date=date, trained=bool(shas))

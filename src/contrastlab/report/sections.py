@@ -7,6 +7,7 @@ coloured badge on every verdict."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from contrastlab.artifacts import LOCK_NAME
@@ -51,6 +52,7 @@ from contrastlab.report.scores import run_identity
 from contrastlab.stats import LEVEL
 from contrastlab.tables import assemble
 from contrastlab.tables.assemble import STATUS_FAILED, STATUS_NOT_CONFIGURED, STATUS_NOT_RUN, STATUS_PARTIAL
+from contrastlab.tables.bridge import bridge_blocks
 from contrastlab.tables.deviations import COLUMNS as DEVIATION_COLUMNS
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import collect_metrics
@@ -158,15 +160,10 @@ def figure_order(figure: dict) -> tuple:
     ...        key=lambda c: figure_order({"caption": c}))
     ['Nie Fig. 1a: z', 'Nie Fig. 3b: x', 'OAR Table 2 (synthetic): y', 'no number']
     """
-    place = figure_place(figure["caption"])
-    if not place:
+    found = re.match(r"[^ ]* (Fig\.|Table) ([0-9]+)(.?)", figure_place(figure["caption"]))
+    if not found:
         return (2, 0, "")
-    _, kind, number = place.split(" ", 2)
-    digits = number[: len(number) - len(number.lstrip("0123456789"))]
-    letter = number[len(digits) : len(digits) + 1]
-    if not digits:
-        return (2, 0, "")
-    return (0 if kind == "Fig." else 1, int(digits), letter if letter.isalpha() else "")
+    return (0 if found[1] == "Fig." else 1, int(found[2]), found[3] if found[3].isalpha() else "")
 
 
 def write_report(
@@ -326,8 +323,6 @@ def cite_blocks() -> list:
 def _bridge_by_paper(rows: list[dict[str, str]]) -> dict[str | None, list]:
     """The bridge's section per paper of its checkpoints (``<experiment>/…``), a level-3 heading under
     the paper's tables; the rows of no paper under None, a section of their own (level 2)."""
-    from contrastlab.tables.bridge import bridge_blocks
-
     by_paper: dict[str | None, list[dict[str, str]]] = {}
     for row in rows:
         paper = paper_of(row["checkpoint"])

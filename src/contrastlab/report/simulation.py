@@ -47,22 +47,11 @@ class Structure:
     shift: float
     expected: str
     seeds: int  # configured seeds per cell
-    level: float = LEVEL
-    #: (P,) how each part is paired at n ≥ 2: UNPAIRED, BLOCKED or OWN (None: BLOCKED where the
-    #: coefficients sum to 0 in each pool and no term is deterministic, else UNPAIRED)
-    mode: np.ndarray | None = None
+    #: (P,) how each part is paired at n ≥ 2: UNPAIRED, BLOCKED or OWN
+    mode: np.ndarray
     #: (P,) the pool of an OWN part's per-seed contrasts (contrasts.own_groups), −1 for the others
-    own_pool: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode is None:
-            sums = np.zeros((len(self.coef), len(self.pool_cells)))
-            for i, q in enumerate(self.pool):
-                sums[:, q] += self.coef[:, i]
-            cancels = np.all(np.abs(sums) < 1e-9, axis=1) & ~self.deterministic
-            self.mode = np.where(cancels, BLOCKED, UNPAIRED)
-        if self.own_pool is None:
-            self.own_pool = np.where(self.mode == OWN, np.arange(len(self.coef)), -1)
+    own_pool: np.ndarray
+    level: float = LEVEL
 
 
 #: How a part is paired (:func:`~contrastlab.report.contrasts.pairing`).
@@ -96,7 +85,6 @@ def _standard_errors(
     P = len(s.coef)
     se = np.full((R, P), np.nan)
     df = np.zeros((R, P))
-    mode = s.mode if n >= 2 else np.full(P, UNPAIRED)
     if n < 2:  # one seed: no noise estimate, except for a part of deterministic cells only
         for j in np.flatnonzero(~s.coef.any(axis=1)):
             se[:, j], df[:, j] = 0.0, np.inf
@@ -105,26 +93,25 @@ def _standard_errors(
     weight = np.zeros((P, len(s.pool_cells)))  # Σ_{i in g} c_ji² / n
     for i, q in enumerate(s.pool):
         weight[:, q] += s.coef[:, i] ** 2 / n
-    for j in np.flatnonzero(mode != OWN):
+    for j in np.flatnonzero(s.mode != OWN):
         if not weight[j].any():  # deterministic cells only
             se[:, j], df[:, j] = 0.0, np.inf
             continue
-        s2, nu = (s2_blocked, df_blocked) if mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
+        s2, nu = (s2_blocked, df_blocked) if s.mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
         used = weight[j] > 0
         nu_j = nu[used]
-        if mode[j] == UNPAIRED and used.sum() > 1:  # claims.py's conservative ν (stats.haircut)
+        if s.mode[j] == UNPAIRED and used.sum() > 1:  # claims.py's conservative ν (stats.haircut)
             nu_j = haircut(nu_j)
         var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu_j)
         se[:, j] = np.sqrt(var)
-    own = np.flatnonzero(mode == OWN)
-    if len(own):
-        per_seed = np.einsum("rcn,pc->rpn", x, s.coef[own])  # D_{j,s}
-        ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)  # (R, own)
-        for k in np.unique(s.own_pool[own]):
-            members = s.own_pool[own] == k
-            nu = int(members.sum()) * (n - 1)
-            se[:, own[members]] = np.sqrt(ss[:, members].sum(axis=1) / nu / n)[:, None]
-            df[:, own[members]] = nu
+    own = np.flatnonzero(s.mode == OWN)
+    per_seed = np.einsum("rcn,pc->rpn", x, s.coef[own])  # D_{j,s}
+    ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)  # (R, own)
+    for k in np.unique(s.own_pool[own]):
+        members = s.own_pool[own] == k
+        nu = int(members.sum()) * (n - 1)
+        se[:, own[members]] = np.sqrt(ss[:, members].sum(axis=1) / nu / n)[:, None]
+        df[:, own[members]] = nu
     return se, df
 
 
@@ -148,17 +135,14 @@ def _verdicts(s: Structure, delta: np.ndarray, se: np.ndarray, df: np.ndarray) -
     if family.shape[1]:
         rejected = holm_rejections(family, alpha)
         fam_status = np.where(rejected, 1, np.where(fam_status == 1, 2, fam_status))
-    untested = status[:, ~tested]
-    final = np.concatenate([fam_status, untested], axis=1)
-    reproduced = (final == 0).sum(axis=1)
+    final = np.concatenate([fam_status, status[:, ~tested]], axis=1)
     contradicted = (final == 1).sum(axis=1)
-    undecided = (final == 2).sum(axis=1)
     if s.claim.get("relation") == "count":
         need = int(s.claim["at_least"])  # a part counts at α / (N − need + 1) only, as claims.py counts it
         q = 1 - np.concatenate([p[:, tested], np.zeros((R, s.certain_nr)), p[:, ~tested]], axis=1)
         reproduced = ((final == 0) & (q < alpha / (final.shape[1] - need + 1))).sum(axis=1)
         return np.where(reproduced >= need, 0, np.where(final.shape[1] - contradicted < need, 1, 2))
-    return np.where(contradicted > 0, 1, np.where(undecided > 0, 2, 0))
+    return np.where(contradicted > 0, 1, np.where((final == 2).any(axis=1), 2, 0))
 
 
 def _stratum_noise(
