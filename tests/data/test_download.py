@@ -176,17 +176,15 @@ def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
 @pytest.mark.fault(
     "download: server fault served once", "retried by pooch (the whole file again), sha256-verified"
 )
-@pytest.mark.parametrize("fault", ["truncated mid-file", "HTTP 500", "connection dropped", "stalled"])
+@pytest.mark.parametrize(
+    "fault",
+    ["cut", "500", "drop", "stall"],
+    ids=["truncated mid-file", "HTTP 500", "connection dropped", "stalled"],
+)
 def test_transient_download_faults_are_retried_and_verified(server, tmp_path, fault, observed):
     base, handler = server
     handler.files["/f.bin"] = PAYLOAD
-    served = {
-        "truncated mid-file": "cut",
-        "HTTP 500": "500",
-        "connection dropped": "drop",
-        "stalled": "stall",
-    }
-    handler.faults["/f.bin"] = served[fault]
+    handler.faults["/f.bin"] = fault
     digest = hashlib.sha256(PAYLOAD).hexdigest()
     out = _fetch(f"{base}/f.bin", tmp_path / "f.bin", tmp_path / "lock.json", sha256=digest, timeout=1)
     assert out.read_bytes() == PAYLOAD and not (tmp_path / "f.bin.part").exists()
@@ -200,12 +198,8 @@ def test_corrupt_file_is_moved_aside_and_never_used(server, tmp_path):
     base, handler = server
     url = f"{base}/c.bin"
     lock = tmp_path / "lock.json"
-    entry = {
-        "url": url,
-        "revision": None,
-        "sha256": hashlib.sha256(PAYLOAD).hexdigest(),
-        "bytes": len(PAYLOAD),
-    }
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    entry = {"url": url, "revision": None, "sha256": digest, "bytes": len(PAYLOAD)}
     lock.write_text(json.dumps({"format": 1, "data": {"c.bin": entry}}))
     handler.files["/c.bin"] = PAYLOAD[:-1] + b"x"
     with pytest.raises(download.LockMismatch, match=r"c.bin: sha256 \w+ .* differs from .*delete the entry"):

@@ -187,8 +187,7 @@ def profile_files(argv: Sequence[str]) -> list[Path]:
         return []
     named = [p for p in (args.profile or []) if p not in ("", "none")]
     if args.workflow_profile != "none":
-        given = Path(args.workflow_profile) if args.workflow_profile else None
-        workflow = given
+        workflow = given = Path(args.workflow_profile) if args.workflow_profile else None
         snakefile = resolve_snakefile(args.snakefile, allow_missing=True)
         if snakefile is not None and (given is None or not given.is_file()):
             name = given or Path("default")
