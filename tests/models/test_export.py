@@ -118,12 +118,7 @@ def test_readme_snippet_loads_the_encoder_in_plain_torchvision(tmp_path, arch, s
     three_lines, general = snippets
     assert len(three_lines.strip().splitlines()) == 3
     for snippet in [general, three_lines] if (arch, stem) == ("resnet18", "cifar") else [general]:
-        scope = {
-            "folder": str(folder),
-            "torch": torch,
-            "torchvision": torchvision,
-            "safetensors": safetensors,
-        }
+        scope = dict(folder=str(folder), torch=torch, torchvision=torchvision, safetensors=safetensors)
         exec(snippet, scope)  # noqa: S102 - the documented code itself
         with torch.no_grad():
             got = scope["net"](images)
