@@ -90,14 +90,6 @@ def _assert_same_gradients(padded_model, padded_cls, packed_model, packed_cls):
             torch.testing.assert_close(b.grad, a.grad, rtol=0, atol=1e-10, msg=name)
 
 
-def _info_nce(cls: torch.Tensor) -> torch.Tensor:
-    """An InfoNCE loss over the two halves of ``cls`` (the two sides of each pair)."""
-    z = torch.nn.functional.normalize(cls, dim=-1)
-    z1, z2 = z.chunk(2)
-    logits = z1 @ z2.T / 0.05
-    return torch.nn.functional.cross_entropy(logits, torch.arange(len(z1)))
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_200_fp32_adamw_steps_with_dropout_on_match_the_padded_model_within_rounding(arch):
     """Same seed, InfoNCE, AdamW, dropout on: after 200 steps, losses and weights agree to fp32 rounding."""
@@ -315,7 +307,9 @@ def test_training_through_the_host_built_packing_gives_the_same_numbers_bit_for_
             ids, mask = _batch(arch, seed=step)
             ids, mask = ids.repeat_interleave(2, dim=0), mask.repeat_interleave(2, dim=0)
             out = encoder(input_ids=ids, attention_mask=attention_bias(encoder, mask))
-            loss = _info_nce(out.last_hidden_state[:, 0])
+            # an InfoNCE loss over the two halves of the [CLS] states
+            z1, z2 = torch.nn.functional.normalize(out.last_hidden_state[:, 0], dim=-1).chunk(2)
+            loss = torch.nn.functional.cross_entropy(z1 @ z2.T / 0.05, torch.arange(len(z1)))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
