@@ -224,15 +224,11 @@ def test_settings_resolution_order(repo_root):
     nie = grid.settings(cl_config.MethodOn("nie2023", "bert-large", "mat"))
     assert (nie["loss_hp"], nie["lr"], nie["batch_size"]) == ({"m": 0.17}, 3e-5, 128)
     li_roberta = grid.settings(cl_config.MethodOn("li2024", "roberta-base", "mmhs"))
-    assert li_roberta["protocol"] == "li2024" and li_roberta["precision"] == "fp32"
-    assert li_roberta["eval_every"] == 50 and li_roberta["batch_size"] == 512
     assert li_roberta["loss_hp"]["m"] == 0.27 and li_roberta["loss_hp"]["r"] == 1.0
     li_infonce = grid.settings(cl_config.MethodOn("li2024", "bert-base", "infonce"))
     assert li_infonce["protocol"] == "simcse"
     macl = grid.settings(cl_config.MethodOn("macl", "roberta-base", "macl"))
     assert macl["dropout"] == 0.2 and macl["lr"] == 1e-5 and macl["batch_size"] == 64
-    simcse = grid.settings(cl_config.MethodOn("macl", "bert-base", "simcse"))
-    assert simcse["dropout"] == 0.1
 
 
 def test_select_narrows_the_grid(repo_root):

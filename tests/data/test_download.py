@@ -20,6 +20,7 @@ from contrastlab.data.fixtures import write_senteval_fixture
 from contrastlab.data.images import prepare_images
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -80,8 +81,7 @@ def test_first_download_records_digest_in_lock(server, tmp_path):
     out = _fetch(f"{base}/a.bin", tmp_path / "a.bin", lock)
     assert out.read_bytes() == PAYLOAD
     entry = json.loads(lock.read_text())["data"]["a.bin"]
-    digest = hashlib.sha256(PAYLOAD).hexdigest()
-    assert entry == {"url": f"{base}/a.bin", "revision": None, "sha256": digest, "bytes": len(PAYLOAD)}
+    assert entry == {"url": f"{base}/a.bin", "revision": None, "sha256": DIGEST, "bytes": len(PAYLOAD)}
     assert not (tmp_path / "a.bin.part").exists()
     # an existing file held to its entry is used without a request
     handler.log.clear()
@@ -167,8 +167,7 @@ def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
     base, handler = server
     handler.files["/p.bin"] = PAYLOAD
     (tmp_path / "p.bin.part").write_bytes(PAYLOAD[:1000])
-    digest = hashlib.sha256(PAYLOAD).hexdigest()
-    out = _fetch(f"{base}/p.bin", tmp_path / "p.bin", tmp_path / "lock.json", sha256=digest)
+    out = _fetch(f"{base}/p.bin", tmp_path / "p.bin", tmp_path / "lock.json", sha256=DIGEST)
     assert out.read_bytes() == PAYLOAD and not (tmp_path / "p.bin.part").exists()
     assert handler.log == [("/p.bin", None)]
 
@@ -176,19 +175,16 @@ def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
 @pytest.mark.fault(
     "download: server fault served once", "retried by pooch (the whole file again), sha256-verified"
 )
-@pytest.mark.parametrize("fault", ["truncated mid-file", "HTTP 500", "connection dropped", "stalled"])
+@pytest.mark.parametrize(
+    "fault",
+    ["cut", "500", "drop", "stall"],
+    ids=["truncated mid-file", "HTTP 500", "connection dropped", "stalled"],
+)
 def test_transient_download_faults_are_retried_and_verified(server, tmp_path, fault, observed):
     base, handler = server
     handler.files["/f.bin"] = PAYLOAD
-    served = {
-        "truncated mid-file": "cut",
-        "HTTP 500": "500",
-        "connection dropped": "drop",
-        "stalled": "stall",
-    }
-    handler.faults["/f.bin"] = served[fault]
-    digest = hashlib.sha256(PAYLOAD).hexdigest()
-    out = _fetch(f"{base}/f.bin", tmp_path / "f.bin", tmp_path / "lock.json", sha256=digest, timeout=1)
+    handler.faults["/f.bin"] = fault
+    out = _fetch(f"{base}/f.bin", tmp_path / "f.bin", tmp_path / "lock.json", sha256=DIGEST, timeout=1)
     assert out.read_bytes() == PAYLOAD and not (tmp_path / "f.bin.part").exists()
     requests = [r for p, r in handler.log if p == "/f.bin"]
     assert len(requests) == 2, requests
@@ -200,12 +196,7 @@ def test_corrupt_file_is_moved_aside_and_never_used(server, tmp_path):
     base, handler = server
     url = f"{base}/c.bin"
     lock = tmp_path / "lock.json"
-    entry = {
-        "url": url,
-        "revision": None,
-        "sha256": hashlib.sha256(PAYLOAD).hexdigest(),
-        "bytes": len(PAYLOAD),
-    }
+    entry = {"url": url, "revision": None, "sha256": DIGEST, "bytes": len(PAYLOAD)}
     lock.write_text(json.dumps({"format": 1, "data": {"c.bin": entry}}))
     handler.files["/c.bin"] = PAYLOAD[:-1] + b"x"
     with pytest.raises(download.LockMismatch, match=r"c.bin: sha256 \w+ .* differs from .*delete the entry"):

@@ -78,12 +78,6 @@ def test_unknown_pooling_names_the_valid_ones():
 ENCODERS_DOC = Path(__file__).resolve().parents[2] / "docs" / "encoders.md"
 
 
-def readme_torchvision_snippets() -> list[str]:
-    """docs/encoders.md's Python blocks that build a torchvision ResNet (the three-line one, the general)."""
-    blocks = re.findall(r"```python\n(.*?)```", ENCODERS_DOC.read_text(), flags=re.S)
-    return [block for block in blocks if "torchvision.models" in block]
-
-
 def written_encoder(tmp_path, arch, stem, width, out_dim=None, head=None):
     """An encoder with random weights and BatchNorm statistics, saved by the trainer's own writer."""
     from contrastlab.models.vision import build_encoder
@@ -113,17 +107,14 @@ def test_readme_snippet_loads_the_encoder_in_plain_torchvision(tmp_path, arch, s
     images = torch.randn(3, 3, 32, 32)
     with torch.no_grad():
         expected = ours(images)
-    snippets = readme_torchvision_snippets()
+    # docs/encoders.md's Python blocks that build a torchvision ResNet: the three-line one, the general one
+    blocks = re.findall(r"```python\n(.*?)```", ENCODERS_DOC.read_text(), flags=re.S)
+    snippets = [block for block in blocks if "torchvision.models" in block]
     assert len(snippets) == 2, snippets
     three_lines, general = snippets
     assert len(three_lines.strip().splitlines()) == 3
     for snippet in [general, three_lines] if (arch, stem) == ("resnet18", "cifar") else [general]:
-        scope = {
-            "folder": str(folder),
-            "torch": torch,
-            "torchvision": torchvision,
-            "safetensors": safetensors,
-        }
+        scope = dict(folder=str(folder), torch=torch, torchvision=torchvision, safetensors=safetensors)
         exec(snippet, scope)  # noqa: S102 - the documented code itself
         with torch.no_grad():
             got = scope["net"](images)

@@ -160,7 +160,4 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     if not path.is_file():
         what = "is a folder" if path.is_dir() else "does not exist"
         raise ConfigError(f"config file {path} {what}; pass an existing YAML file")
-    config = read_config(path)
-    if overrides:
-        config = deep_merge(config, overrides)
-    return validate(config)
+    return validate(deep_merge(read_config(path), overrides or {}))

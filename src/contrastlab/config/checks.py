@@ -104,8 +104,6 @@ def check_mteb(config: Mapping[str, Any]) -> None:
 def check_logging(config: Mapping[str, Any]) -> None:
     """``logging.wandb`` needs the wandb package, which is found (not imported) here, so that a missing
     one stops the run before any job starts rather than in every cell's training job."""
-    import importlib.util
-
     if (config.get("logging") or {}).get("wandb") and importlib.util.find_spec("wandb") is None:
         raise ConfigError(
             "config key logging.wandb: needs the wandb package, which is not installed: "

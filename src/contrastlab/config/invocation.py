@@ -77,12 +77,16 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
 
 def read_config(path: str | Path) -> dict:
     """The config file ``path``'s keys; ConfigError (one line naming the file and the fix) for one that is
-    not YAML or UTF-8 text (:func:`yaml_error_line`) or holds no keys at its top level (Snakemake's answer
-    to that names no file)."""
+    not YAML or UTF-8 text (what the parser expected, at which line and column: Snakemake's answer names
+    neither the file nor the line, and the scripts' was PyYAML's traceback) or holds no keys at its top
+    level (Snakemake's answer to that names no file)."""
     try:
         config = read_yaml(path)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ConfigError(yaml_error_line(path, error)) from None
+        raise ConfigError(
+            f"config file {path} is not valid YAML: {yaml_error_text(error)}; fix it there, or pass another "
+            f"--configfile {PRESETS}"
+        ) from None
     if not isinstance(config, dict):
         raise ConfigError(
             f"config file {path} holds no key: value lines at its top level; write the config's keys there "
@@ -128,16 +132,6 @@ def yaml_problem(path: str | Path) -> str | None:
     except OSError:
         return None
     return None
-
-
-def yaml_error_line(path: str | Path, error: Exception) -> str:
-    """One line for the YAML ``error`` of the config file ``path``: what the parser expected, at which line
-    and column, and the fix. Snakemake's own answer names neither the file nor the line ("Config file is
-    not valid JSON or YAML"), and the scripts' was PyYAML's traceback."""
-    return (
-        f"config file {path} is not valid YAML: {yaml_error_text(error)}; fix it there, or pass another "
-        f"--configfile {PRESETS}"
-    )
 
 
 def command_targets(argv: Sequence[str]) -> list[str]:
@@ -187,8 +181,7 @@ def profile_files(argv: Sequence[str]) -> list[Path]:
         return []
     named = [p for p in (args.profile or []) if p not in ("", "none")]
     if args.workflow_profile != "none":
-        given = Path(args.workflow_profile) if args.workflow_profile else None
-        workflow = given
+        workflow = given = Path(args.workflow_profile) if args.workflow_profile else None
         snakefile = resolve_snakefile(args.snakefile, allow_missing=True)
         if snakefile is not None and (given is None or not given.is_file()):
             name = given or Path("default")

@@ -142,8 +142,7 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
             return None
         return value
     if isinstance(value, dict):
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
         for key, sub in value.items():
             sub_schema = props.get(key, extra if isinstance(extra, dict) else None)
             if sub_schema is not None:

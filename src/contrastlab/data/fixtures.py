@@ -21,58 +21,19 @@ from pathlib import Path
 from contrastlab.paths import write_text
 from contrastlab.senteval import protocol as P
 
-SUBJECTS = [
-    "the farmer",
-    "a student",
-    "my neighbour",
-    "the old captain",
-    "a young painter",
-    "the baker",
-    "our teacher",
-    "the tired doctor",
-    "a quiet child",
-    "the mayor",
-    "a tall dancer",
-    "the pilot",
-]
-VERBS = [
-    "watches",
-    "paints",
-    "repairs",
-    "carries",
-    "finds",
-    "describes",
-    "builds",
-    "cleans",
-    "follows",
-    "sells",
-    "draws",
-    "opens",
-]
-OBJECTS = [
-    "a red bicycle",
-    "the wooden boat",
-    "an empty basket",
-    "the small garden",
-    "a broken clock",
-    "the green door",
-    "a heavy box",
-    "the long letter",
-    "a silver spoon",
-    "the narrow bridge",
-    "a paper kite",
-    "the stone wall",
-]
-PLACES = [
-    "near the river",
-    "in the kitchen",
-    "at the station",
-    "on the hill",
-    "behind the school",
-    "in the market",
-    "under the tree",
-    "by the harbour",
-]
+SUBJECTS = (
+    "the farmer, a student, my neighbour, the old captain, a young painter, the baker, our teacher, "
+    "the tired doctor, a quiet child, the mayor, a tall dancer, the pilot"
+).split(", ")
+VERBS = "watches paints repairs carries finds describes builds cleans follows sells draws opens".split()
+OBJECTS = (
+    "a red bicycle, the wooden boat, an empty basket, the small garden, a broken clock, the green door, "
+    "a heavy box, the long letter, a silver spoon, the narrow bridge, a paper kite, the stone wall"
+).split(", ")
+PLACES = (
+    "near the river, in the kitchen, at the station, on the hill, behind the school, in the market, "
+    "under the tree, by the harbour"
+).split(", ")
 POSITIVE = ["wonderful", "charming", "delightful", "brilliant", "moving", "clever", "warm", "lovely"]
 NEGATIVE = ["dull", "clumsy", "boring", "awful", "tedious", "messy", "bland", "weak"]
 ITEMS = ["film", "story", "camera", "player", "screen", "battery", "plot", "ending"]

@@ -156,10 +156,8 @@ def _to_device(parts: tuple[torch.Tensor, ...], device: torch.device) -> tuple[t
     CUDA: the host goes on at once, and the copy is ordered before the kernels that read it)."""
     buffer = torch.cat(parts)
     if device.type == "cuda":
-        buffer = buffer.pin_memory().to(device, non_blocking=True)
-    else:
-        buffer = buffer.to(device)
-    return buffer.split([p.numel() for p in parts])
+        buffer = buffer.pin_memory()
+    return buffer.to(device, non_blocking=True).split([p.numel() for p in parts])
 
 
 def _position_ids(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -106,15 +106,10 @@ def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path, alias: 
     files = file_digests(snapshot)
     if pinned is not None:
         for name in sorted(set(files) | set(pinned["files"])):
-            if files.get(name) != pinned["files"].get(name):
+            want, got = str(pinned["files"].get(name)), str(files.get(name))
+            if got != want:
                 raise artifacts_lock.mismatch(
-                    lock_file,
-                    "backbones",
-                    repo_id,
-                    "sha256",
-                    str(pinned["files"].get(name)),
-                    str(files.get(name)),
-                    where=f"{name} at {commit}",
+                    lock_file, "backbones", repo_id, "sha256", want, got, where=f"{name} at {commit}"
                 )
     else:
         artifacts_lock.record(
