@@ -35,10 +35,6 @@ _ENTRIES: dict[str, Callable] = {
     **oar.ENTRIES,
 }
 
-#: Losses whose entry receives the raw h1, h2 (Barlow Twins, VICReg: their batch statistics replace
-#: the row normalisation); every other entry receives F.normalize(h1), F.normalize(h2).
-_RAW_INPUT: frozenset[str] = oar.RAW_INPUT
-
 
 class SentenceLoss:
     """A validated loss: ``loss_fn(h1, h2, with_stats=True) -> LossOutput``.
@@ -55,7 +51,7 @@ class SentenceLoss:
         self.name = name
         self.hp = dict(hp)
         self._fn = _ENTRIES[name] if entry is None else entry
-        self._raw = name in _RAW_INPUT or raw_input
+        self._raw = name in oar.RAW_INPUT or raw_input
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hp.items())
