@@ -130,12 +130,14 @@ def _sts_file_rows(root: Path, task: str) -> PairSet:
     return PairSet(a, b, np.array(gold))
 
 
-def _split_rows(
-    path: Path, cols: tuple[int, int, int], header: bool
-) -> tuple[list[str], list[str], list[float]]:
-    lines = path.read_text(encoding="utf-8").splitlines()[1 if header else 0 :]
-    fields = [line.split("\t") for line in lines]
-    return [f[cols[0]] for f in fields], [f[cols[1]] for f in fields], [float(f[cols[2]]) for f in fields]
+def _split_rows(paths: list[Path], cols: tuple[int, int, int], header: bool) -> PairSet:
+    """The rows of tab-separated ``paths`` concatenated (each one's header row dropped): columns ``cols``."""
+    skip = 1 if header else 0
+    fields = [
+        line.split("\t") for path in paths for line in path.read_text(encoding="utf-8").splitlines()[skip:]
+    ]
+    a, b = [f[cols[0]] for f in fields], [f[cols[1]] for f in fields]
+    return PairSet(a, b, np.array([float(f[cols[2]]) for f in fields]))
 
 
 def standin_pairs(senteval_dir: str | Path, stsb_dir: str | Path | None = None) -> dict[str, PairSet]:
@@ -154,13 +156,9 @@ def standin_pairs(senteval_dir: str | Path, stsb_dir: str | Path | None = None) 
         raise SentEvalDataError(
             f"missing STS-B test file {stsb} (mteb.stsb_dir names the folder holding sts-test.csv)"
         )
-    a, b, g = _split_rows(stsb, (5, 6, 4), header=False)
-    out["STSBenchmark"] = PairSet(a, b, np.array(g))
-    a, b, g = [], [], []
-    for split in ("train", "dev", "test"):
-        rows = _split_rows(root / P.SPLIT_FILES["SICKRelatedness"][split], (1, 2, 3), header=True)
-        a, b, g = a + rows[0], b + rows[1], g + rows[2]
-    out["SICK-R"] = PairSet(a, b, np.array(g))
+    out["STSBenchmark"] = _split_rows([stsb], (5, 6, 4), header=False)
+    sick = [root / P.SPLIT_FILES["SICKRelatedness"][split] for split in ("train", "dev", "test")]
+    out["SICK-R"] = _split_rows(sick, (1, 2, 3), header=True)
     return out
 
 
