@@ -221,12 +221,9 @@ def record_pins(
         if pinned is not None and pinned.get("sha256") != digest:
             raise artifacts_lock.mismatch(lock_file, "data", key, "sha256", pinned["sha256"], digest)
         if pinned is None:
-            value = {
-                "sha256": digest,
-                "bytes": len(json.dumps([rows.sentence1, rows.sentence2, rows.score.tolist()])),
-                "url": f"https://huggingface.co/datasets/{pin['path']}",
-                "revision": pin["revision"],
-            }
+            size = len(json.dumps([rows.sentence1, rows.sentence2, rows.score.tolist()]))
+            url = f"https://huggingface.co/datasets/{pin['path']}"
+            value = {"sha256": digest, "bytes": size, "url": url, "revision": pin["revision"]}
             artifacts_lock.record(lock_file, "data", key, value)
 
 

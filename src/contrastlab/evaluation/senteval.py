@@ -164,18 +164,15 @@ class EmbeddingCache:
             new = _check_embeddings(encode(missing), len(missing))
             self.embeddings = new if self.embeddings is None else np.concatenate([self.embeddings, new])
             self.sentences = self.sentences + missing
-            self._save()
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with atomic_write(self.folder / "embeddings.npy") as tmp, open(tmp, "wb") as handle:
+                np.save(handle, self.embeddings)  # a handle: np.save would append .npy to a path
+            (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
+            (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
             known = {s: i for i, s in enumerate(self.sentences)}
         if self.embeddings is None:  # nothing asked, nothing cached
             return np.zeros((0, 0), np.float32)
         return self.embeddings[[known[s] for s in sentences]]
-
-    def _save(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with atomic_write(self.folder / "embeddings.npy") as tmp, open(tmp, "wb") as handle:
-            np.save(handle, self.embeddings)  # a handle: np.save would append .npy to a path
-        (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
-        (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
 
 
 def _embed_inputs(
