@@ -254,28 +254,24 @@ def evaluate(
 
 
 def alignment_uniformity(
-    encode_or_embeddings: Encode | Lookup,
-    data_dir: str | Path,
-    *,
-    split: str = P.ALIGNMENT_SPLIT,
-    min_score: float = P.ALIGNMENT_MIN_SCORE,
-    t: float = P.UNIFORMITY_T,
+    encode_or_embeddings: Encode | Lookup, data_dir: str | Path, *, split: str = P.ALIGNMENT_SPLIT
 ) -> tuple[float, float]:
     """(alignment, uniformity) of L2-normalised embeddings on STS-B ``split`` (protocol.md §4).
 
-    alignment = mean ||z - z'||^2 over pairs with gold >= ``min_score``; uniformity =
-    log mean exp(-t ||z_a - z_b||^2) over all pairs a < b of the split's unique sentences.
-    ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a lookup).
+    alignment = mean ||z - z'||^2 over pairs with gold >= 4 (``P.ALIGNMENT_MIN_SCORE``); uniformity =
+    log mean exp(-t ||z_a - z_b||^2), t = 2 (``P.UNIFORMITY_T``), over all pairs a < b of the split's
+    unique sentences. ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a
+    lookup).
     """
     pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
-    keep = pairs.gold >= min_score
+    keep = pairs.gold >= P.ALIGNMENT_MIN_SCORE
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
     emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = lookup_from(unique, emb)
     za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)
     alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if keep.any() else float("nan")
-    return alignment, _uniformity(emb.astype(np.float64), t)
+    return alignment, _uniformity(emb.astype(np.float64), P.UNIFORMITY_T)
 
 
 def _uniformity(z: np.ndarray, t: float) -> float:
