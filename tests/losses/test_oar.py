@@ -187,7 +187,7 @@ def test_anchors_are_the_sign_fixed_qr_of_the_seeded_gaussian():
     gauss = torch.randn(16, 5, generator=torch.Generator().manual_seed(7), dtype=torch.float64).numpy()
     q, r = np.linalg.qr(gauss)
     want = (q * np.sign(np.diag(r))).T
-    got = orthonormal_anchors(5, 16, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    got = anchors64(5, 16, seed=7)
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-12)
 
 
@@ -305,14 +305,12 @@ def test_nonnegative_embeddings_reach_an_anchor_only_up_to_its_positive_part():
     """Without a projection head the ResNet-18's pooled ReLU output is non-negative: the best cosine
     to anchor c is ||c+|| (attained at x = c+, never exceeded by any x >= 0), about sqrt(1/2) = 0.71
     for random anchors in 512-d (E||c+||^2 = 1/2 by symmetry)."""
-    anchors = orthonormal_anchors(10, 512, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    anchors = anchors64(10, 512)
     reach = nonnegative_reach(anchors)
     best = torch.nn.functional.cosine_similarity(anchors, anchors.clamp_min(0), dim=1)
     torch.testing.assert_close(reach, best, rtol=1e-12, atol=0)
     x = torch.rand(2000, 512, generator=torch.Generator().manual_seed(1), dtype=torch.float64) ** 4
     cos = torch.nn.functional.normalize(x, dim=1) @ anchors.T
     assert (cos <= reach + 1e-12).all()
-    many = nonnegative_reach(
-        orthonormal_anchors(512, 512, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    )
+    many = nonnegative_reach(anchors64(512, 512, seed=2))
     assert abs(float((many**2).mean()) - 0.5) < 0.01 and 0.6 < float(many.min()) < float(many.max()) < 0.8
