@@ -62,11 +62,6 @@ class SentenceLoss:
         a raw-input loss): no normalisation, no dtype change (the autograd paradigm view uses it)."""
         return self._fn(x1, x2, **self.hp)[0]
 
-    @property
-    def raw_input(self) -> bool:
-        """True when the loss takes the raw embeddings, not the row-normalised ones."""
-        return self._raw
-
     def __call__(self, h1: Tensor, h2: Tensor, with_stats: bool = True) -> LossOutput:
         if not (isinstance(h1, Tensor) and isinstance(h2, Tensor)):
             got = f"{type(h1).__name__} and {type(h2).__name__}"
@@ -102,10 +97,8 @@ def build_loss(name: str, **hp: Any) -> SentenceLoss:
     """
     if name not in LOSS_MODULES and user.is_user_loss(name):
         resolved = user.resolve_user_loss(name)
-        entry = user.adapt(resolved)
-        built = SentenceLoss(
-            name, user.validate_hyperparameters(resolved, hp), entry, raw_input=resolved.inputs == "raw"
-        )
+        hp = user.validate_hyperparameters(resolved, hp)
+        built = SentenceLoss(name, hp, user.adapt(resolved), raw_input=resolved.inputs == "raw")
         user.note_loaded(resolved)
         return built
     if name not in LOSS_MODULES:
