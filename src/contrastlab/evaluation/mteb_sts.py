@@ -116,18 +116,15 @@ def _sts_file_rows(root: Path, task: str) -> PairSet:
     """STS12-16 as MTEB's copy has them: SentEval's STS files, each row's two tab fields exactly as in
     the file (MTEB's character totals equal them; SentEval re-joins whitespace tokens instead), rows
     whose gold score is empty dropped, the sub-datasets concatenated in SentEval's order."""
-    a, b, gold = [], [], []
+    kept = []
     for name in P.STS_SUBSETS[task]:
         folder = root / P.STS_DIRS[task]
         rows = (folder / f"STS.input.{name}.txt").read_text(encoding="utf-8").splitlines()
         scores = (folder / f"STS.gs.{name}.txt").read_text(encoding="utf-8").splitlines()
-        for row, score in zip(rows, scores, strict=True):
-            if score != "":
-                fields = row.split("\t")
-                a.append(fields[0])
-                b.append(fields[1])
-                gold.append(float(score))
-    return PairSet(a, b, np.array(gold))
+        kept += [
+            (row.split("\t"), float(score)) for row, score in zip(rows, scores, strict=True) if score != ""
+        ]
+    return PairSet([f[0] for f, _ in kept], [f[1] for f, _ in kept], np.array([g for _, g in kept]))
 
 
 def _split_rows(paths: list[Path], cols: tuple[int, int, int], header: bool) -> PairSet:
