@@ -79,12 +79,10 @@ def initial_weights(d: int, nclasses: int, seed: int) -> torch.Tensor:
 
 def _pad(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """Ragged row lists -> ``[F, max]`` indices (padding repeats row 0) and a validity mask."""
-    width = max(len(r) for r in rows)
-    idx = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=bool)
-    for f, r in enumerate(rows):
-        idx[f, : len(r)] = r
-        mask[f, : len(r)] = True
+    lengths = np.array([len(r) for r in rows])
+    mask = np.arange(lengths.max()) < lengths[:, None]
+    idx = np.zeros(mask.shape, dtype=np.int64)
+    idx[mask] = np.concatenate(rows)
     return torch.from_numpy(idx), torch.from_numpy(mask)
 
 
