@@ -102,12 +102,9 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
         tr, te = data["train"], data["test"]
         if task == "TREC":
             train_x, test_x = lookup(tr.sentences), lookup(te.sentences)
-        else:
-            feats = []
-            for split in (tr, te):
-                u, v = lookup(split.a), lookup(split.b)
-                feats.append(np.concatenate([np.abs(u - v), u * v], axis=1))  # mrpc.py: np.c_[|u-v|, u*v]
-            train_x, test_x = feats
+        else:  # mrpc.py: np.c_[|u-v|, u*v]
+            pairs = [(lookup(split.a), lookup(split.b)) for split in (tr, te)]
+            train_x, test_x = (np.concatenate([np.abs(u - v), u * v], axis=1) for u, v in pairs)
         dev, acc = transfer_probe.kfold_then_test(train_x, tr.labels, test_x, te.labels, **probe, **kfold)
     else:
         raise ValueError(f"{task!r} is not a transfer task")
