@@ -12,8 +12,9 @@ from loss_oracle import lse
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.checks import check_user_loss
-from contrastlab.losses.user import UserLossError, loaded_user_losses, module_path
+from contrastlab.losses.user import UserLossError, module_path
 from contrastlab.paths import REPO_ROOT
+from contrastlab.provenance import user_losses
 
 EXAMPLE = "examples/margin_infonce.py:margin_infonce"
 
@@ -51,7 +52,7 @@ def test_defaults_come_from_the_signature_and_metadata_records_file_and_sha256(i
 
     loss = build_loss(EXAMPLE, tau=0.1)
     assert loss.hp == {"tau": 0.1, "m": 0.1}
-    record = loaded_user_losses()[EXAMPLE]
+    record = user_losses()[EXAMPLE]
     path = REPO_ROOT / "examples" / "margin_infonce.py"
     assert record == {
         "module": str(path),

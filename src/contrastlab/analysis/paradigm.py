@@ -112,10 +112,8 @@ def _components(name: str, z1: Tensor, z2: Tensor, hp: dict) -> ParadigmTerms:
         return ParadigmTerms(gd, w, (c / w.sum(-1))[:, None] * ones, "cross", 1.0 / n)
     q = z1 @ z1.T
     if name == "mmhe":
-        if hp["weight"] == "exp":
-            logits, t = q / hp["tau"], hp["tau"]
-        else:
-            logits, t = q, 1.0
+        t = hp["tau"] if hp["weight"] == "exp" else 1.0
+        logits = q / t
         lower = torch.ones(n, n, dtype=torch.bool, device=q.device).tril(-1)
         log_z = torch.logsumexp(logits.masked_fill(~lower, float("-inf")).reshape(-1), dim=0)
         w = fill_diagonal((logits - log_z).exp(), 0.0) / t

@@ -130,14 +130,11 @@ def view_batch(
     base = torch.zeros(n, dim, dtype=torch.float64)
     base[:, 0] = math.sqrt(c)
     base[torch.arange(n), 1 + torch.arange(n)] = math.sqrt(1 - c)
-    noise = (
-        torch.randn(n, n + 1, generator=generator, dtype=torch.float64) * sigma_neg / math.sqrt(2 * (n + 1))
-    )
-    base[:, : n + 1] += noise
+    noise = torch.randn(n, n + 1, generator=generator, dtype=torch.float64)
+    base[:, : n + 1] += noise * sigma_neg / math.sqrt(2 * (n + 1))
     z1 = F.normalize(base, dim=-1)
-    theta = (mu_pos + sigma_pos * torch.randn(n, generator=generator, dtype=torch.float64)).clamp(
-        0.0, math.pi
-    )
+    theta = mu_pos + sigma_pos * torch.randn(n, generator=generator, dtype=torch.float64)
+    theta = theta.clamp(0.0, math.pi)
     side = torch.zeros(n, dim, dtype=torch.float64)
     side[torch.arange(n), n + 1 + torch.arange(n)] = 1.0
     z2 = torch.cos(theta)[:, None] * z1 + torch.sin(theta)[:, None] * side

@@ -78,13 +78,10 @@ def _match(
     origin: list[str | None] = []
     for i, (a, b, g) in enumerate(zip(mteb.sentence1, mteb.sentence2, mteb.score, strict=True)):
         found = free.get((_key(a), _key(b), round(float(g), 4)))
-        if found:
-            where, j = found.pop(0)
-            origin.append(where)
-            if where == "scored":
-                counterpart[j] = i
-        else:
-            origin.append(None)
+        where, j = found.pop(0) if found else (None, -1)
+        origin.append(where)
+        if where == "scored":
+            counterpart[j] = i
     return counterpart, origin
 
 

@@ -116,26 +116,25 @@ def _sts_file_rows(root: Path, task: str) -> PairSet:
     """STS12-16 as MTEB's copy has them: SentEval's STS files, each row's two tab fields exactly as in
     the file (MTEB's character totals equal them; SentEval re-joins whitespace tokens instead), rows
     whose gold score is empty dropped, the sub-datasets concatenated in SentEval's order."""
-    a, b, gold = [], [], []
+    kept = []
     for name in P.STS_SUBSETS[task]:
         folder = root / P.STS_DIRS[task]
         rows = (folder / f"STS.input.{name}.txt").read_text(encoding="utf-8").splitlines()
         scores = (folder / f"STS.gs.{name}.txt").read_text(encoding="utf-8").splitlines()
-        for row, score in zip(rows, scores, strict=True):
-            if score != "":
-                fields = row.split("\t")
-                a.append(fields[0])
-                b.append(fields[1])
-                gold.append(float(score))
-    return PairSet(a, b, np.array(gold))
+        kept += [
+            (row.split("\t"), float(score)) for row, score in zip(rows, scores, strict=True) if score != ""
+        ]
+    return PairSet([f[0] for f, _ in kept], [f[1] for f, _ in kept], np.array([g for _, g in kept]))
 
 
-def _split_rows(
-    path: Path, cols: tuple[int, int, int], header: bool
-) -> tuple[list[str], list[str], list[float]]:
-    lines = path.read_text(encoding="utf-8").splitlines()[1 if header else 0 :]
-    fields = [line.split("\t") for line in lines]
-    return [f[cols[0]] for f in fields], [f[cols[1]] for f in fields], [float(f[cols[2]]) for f in fields]
+def _split_rows(paths: list[Path], cols: tuple[int, int, int], header: bool) -> PairSet:
+    """The rows of tab-separated ``paths`` concatenated (each one's header row dropped): columns ``cols``."""
+    skip = 1 if header else 0
+    fields = [
+        line.split("\t") for path in paths for line in path.read_text(encoding="utf-8").splitlines()[skip:]
+    ]
+    a, b = [f[cols[0]] for f in fields], [f[cols[1]] for f in fields]
+    return PairSet(a, b, np.array([float(f[cols[2]]) for f in fields]))
 
 
 def standin_pairs(senteval_dir: str | Path, stsb_dir: str | Path | None = None) -> dict[str, PairSet]:
@@ -154,13 +153,9 @@ def standin_pairs(senteval_dir: str | Path, stsb_dir: str | Path | None = None) 
         raise SentEvalDataError(
             f"missing STS-B test file {stsb} (mteb.stsb_dir names the folder holding sts-test.csv)"
         )
-    a, b, g = _split_rows(stsb, (5, 6, 4), header=False)
-    out["STSBenchmark"] = PairSet(a, b, np.array(g))
-    a, b, g = [], [], []
-    for split in ("train", "dev", "test"):
-        rows = _split_rows(root / P.SPLIT_FILES["SICKRelatedness"][split], (1, 2, 3), header=True)
-        a, b, g = a + rows[0], b + rows[1], g + rows[2]
-    out["SICK-R"] = PairSet(a, b, np.array(g))
+    out["STSBenchmark"] = _split_rows([stsb], (5, 6, 4), header=False)
+    sick = [root / P.SPLIT_FILES["SICKRelatedness"][split] for split in ("train", "dev", "test")]
+    out["SICK-R"] = _split_rows(sick, (1, 2, 3), header=True)
     return out
 
 
@@ -223,12 +218,9 @@ def record_pins(
         if pinned is not None and pinned.get("sha256") != digest:
             raise artifacts_lock.mismatch(lock_file, "data", key, "sha256", pinned["sha256"], digest)
         if pinned is None:
-            value = {
-                "sha256": digest,
-                "bytes": len(json.dumps([rows.sentence1, rows.sentence2, rows.score.tolist()])),
-                "url": f"https://huggingface.co/datasets/{pin['path']}",
-                "revision": pin["revision"],
-            }
+            size = len(json.dumps([rows.sentence1, rows.sentence2, rows.score.tolist()]))
+            url = f"https://huggingface.co/datasets/{pin['path']}"
+            value = {"sha256": digest, "bytes": size, "url": url, "revision": pin["revision"]}
             artifacts_lock.record(lock_file, "data", key, value)
 
 

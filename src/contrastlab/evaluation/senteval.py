@@ -102,12 +102,9 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
         tr, te = data["train"], data["test"]
         if task == "TREC":
             train_x, test_x = lookup(tr.sentences), lookup(te.sentences)
-        else:
-            feats = []
-            for split in (tr, te):
-                u, v = lookup(split.a), lookup(split.b)
-                feats.append(np.concatenate([np.abs(u - v), u * v], axis=1))  # mrpc.py: np.c_[|u-v|, u*v]
-            train_x, test_x = feats
+        else:  # mrpc.py: np.c_[|u-v|, u*v]
+            pairs = [(lookup(split.a), lookup(split.b)) for split in (tr, te)]
+            train_x, test_x = (np.concatenate([np.abs(u - v), u * v], axis=1) for u, v in pairs)
         dev, acc = transfer_probe.kfold_then_test(train_x, tr.labels, test_x, te.labels, **probe, **kfold)
     else:
         raise ValueError(f"{task!r} is not a transfer task")
@@ -164,18 +161,15 @@ class EmbeddingCache:
             new = _check_embeddings(encode(missing), len(missing))
             self.embeddings = new if self.embeddings is None else np.concatenate([self.embeddings, new])
             self.sentences = self.sentences + missing
-            self._save()
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with atomic_write(self.folder / "embeddings.npy") as tmp, open(tmp, "wb") as handle:
+                np.save(handle, self.embeddings)  # a handle: np.save would append .npy to a path
+            (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
+            (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
             known = {s: i for i, s in enumerate(self.sentences)}
         if self.embeddings is None:  # nothing asked, nothing cached
             return np.zeros((0, 0), np.float32)
         return self.embeddings[[known[s] for s in sentences]]
-
-    def _save(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with atomic_write(self.folder / "embeddings.npy") as tmp, open(tmp, "wb") as handle:
-            np.save(handle, self.embeddings)  # a handle: np.save would append .npy to a path
-        (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
-        (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
 
 
 def _embed_inputs(
@@ -257,28 +251,24 @@ def evaluate(
 
 
 def alignment_uniformity(
-    encode_or_embeddings: Encode | Lookup,
-    data_dir: str | Path,
-    *,
-    split: str = P.ALIGNMENT_SPLIT,
-    min_score: float = P.ALIGNMENT_MIN_SCORE,
-    t: float = P.UNIFORMITY_T,
+    encode_or_embeddings: Encode | Lookup, data_dir: str | Path, *, split: str = P.ALIGNMENT_SPLIT
 ) -> tuple[float, float]:
     """(alignment, uniformity) of L2-normalised embeddings on STS-B ``split`` (protocol.md §4).
 
-    alignment = mean ||z - z'||^2 over pairs with gold >= ``min_score``; uniformity =
-    log mean exp(-t ||z_a - z_b||^2) over all pairs a < b of the split's unique sentences.
-    ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a lookup).
+    alignment = mean ||z - z'||^2 over pairs with gold >= 4 (``P.ALIGNMENT_MIN_SCORE``); uniformity =
+    log mean exp(-t ||z_a - z_b||^2), t = 2 (``P.UNIFORMITY_T``), over all pairs a < b of the split's
+    unique sentences. ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a
+    lookup).
     """
     pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
-    keep = pairs.gold >= min_score
+    keep = pairs.gold >= P.ALIGNMENT_MIN_SCORE
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
     emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = lookup_from(unique, emb)
     za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)
     alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if keep.any() else float("nan")
-    return alignment, _uniformity(emb.astype(np.float64), t)
+    return alignment, _uniformity(emb.astype(np.float64), P.UNIFORMITY_T)
 
 
 def _uniformity(z: np.ndarray, t: float) -> float:

@@ -22,14 +22,9 @@ class LossOutput:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def eye_mask(n: int, device: torch.device) -> Tensor:
-    """Boolean [n, n] identity (True on the diagonal)."""
-    return torch.eye(n, dtype=torch.bool, device=device)
-
-
 def fill_diagonal(mat: Tensor, value: float) -> Tensor:
     """Copy of ``mat`` with its diagonal replaced by ``value`` (masking, never multiplying by 0)."""
-    return mat.masked_fill(eye_mask(mat.shape[0], mat.device), value)
+    return mat.masked_fill(torch.eye(mat.shape[0], dtype=torch.bool, device=mat.device), value)
 
 
 def offdiag_logsumexp(logits: Tensor, dim: int | None = -1) -> Tensor:
@@ -43,14 +38,12 @@ def offdiag_logsumexp(logits: Tensor, dim: int | None = -1) -> Tensor:
 
 def hardest_similarity(sim: Tensor, dim: int = -1) -> tuple[Tensor, Tensor]:
     """(max_{j != i} sim_ij, argmax) per row (``dim=-1``) or per column (``dim=0``), diagonal masked."""
-    values, index = fill_diagonal(sim, float("-inf")).max(dim=dim)
-    return values, index
+    return fill_diagonal(sim, float("-inf")).max(dim=dim)
 
 
 def nearest_distance(dist: Tensor, dim: int = -1) -> tuple[Tensor, Tensor]:
     """(min_{j != i} dist_ij, argmin) per row (``dim=-1``) or per column (``dim=0``), diagonal masked."""
-    values, index = fill_diagonal(dist, float("inf")).min(dim=dim)
-    return values, index
+    return fill_diagonal(dist, float("inf")).min(dim=dim)
 
 
 def safe_arccos(cos: Tensor) -> Tensor:

@@ -25,33 +25,26 @@ from __future__ import annotations
 
 import math
 
-LOSS_MODULES: dict[str, str] = {
-    "infonce": "nie2023",
-    "align_uniform": "nie2023",
-    "dcl": "nie2023",
-    "dcl_plus": "nie2023",
-    "mpt": "nie2023",
-    "met": "nie2023",
-    "mat": "nie2023",
-    "arccon": "li2024",
-    "paradigm": "li2024",
-    "mhe": "li2024",
-    "mmhe": "li2024",
-    "mhs": "li2024",
-    "mmhs": "li2024",
-    "vicreg_li": "li2024",
-    "mvicreg": "li2024",
-    "barlow_twins_li": "li2024",
-    "mbarlow_twins": "li2024",
-    "macl": "macl",
-    "ntxent": "vision",
-    "flatnce": "vision",
-    "dcl_vision": "vision",
-    "dualtemp": "vision",
-    "macl_vision": "vision",
-    "barlow_twins": "oar",
-    "vicreg": "oar",
+#: Each loss's module, by module (the registry's order: LOSSES).
+_MODULE_LOSSES = {
+    "nie2023": ("infonce", "align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat"),
+    "li2024": (
+        "arccon",
+        "paradigm",
+        "mhe",
+        "mmhe",
+        "mhs",
+        "mmhs",
+        "vicreg_li",
+        "mvicreg",
+        "barlow_twins_li",
+        "mbarlow_twins",
+    ),
+    "macl": ("macl",),
+    "vision": ("ntxent", "flatnce", "dcl_vision", "dualtemp", "macl_vision"),
+    "oar": ("barlow_twins", "vicreg"),
 }
+LOSS_MODULES: dict[str, str] = {name: module for module, names in _MODULE_LOSSES.items() for name in names}
 
 DEFAULTS: dict[str, dict[str, object]] = {
     # Nie et al. 2023, Table 2, BERT-base.

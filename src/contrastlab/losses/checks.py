@@ -24,14 +24,6 @@ __all__ = ["check_user_loss"]
 _CHECKED: set[str] = set()
 
 
-def _checked(name: str, hp: Mapping[str, Any]) -> None:
-    key = repr((name, sorted(hp.items())))
-    if key in _CHECKED:
-        return
-    _run_check(name, hp)
-    _CHECKED.add(key)
-
-
 def _run_check(name: str, hp: Mapping[str, Any]) -> None:
     import torch
 
@@ -76,7 +68,11 @@ def check_user_loss(name: str, hp: Mapping[str, Any] | None = None) -> UserLoss:
 
     Raises :class:`UserLossError` with a one-line message for the first problem found.
     """
+    hp = dict(hp or {})
     user = resolve_user_loss(name)
-    validate_hyperparameters(user, hp or {})
-    _checked(name, dict(hp or {}))
+    validate_hyperparameters(user, hp)
+    key = repr((name, sorted(hp.items())))
+    if key not in _CHECKED:
+        _run_check(name, hp)
+        _CHECKED.add(key)
     return user

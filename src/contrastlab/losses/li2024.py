@@ -158,9 +158,8 @@ def _paradigm_impl(z1, z2, *, m, tau, r, gd, weight):
             act1, act2 = _cross_view_gate(sim, m, -1), _cross_view_gate(sim, m, 0)
         else:
             act1 = act2 = torch.ones(n, dtype=torch.bool, device=z1.device)
-    loss = paradigm_view_term(z1, z2, pos, act1, tau=tau, r=r, weight=weight) + paradigm_view_term(
-        z2, z1, pos, act2, tau=tau, r=r, weight=weight
-    )
+    kw = {"tau": tau, "r": r, "weight": weight}
+    loss = paradigm_view_term(z1, z2, pos, act1, **kw) + paradigm_view_term(z2, z1, pos, act2, **kw)
     stats = {"align": pos.mean(), "gd_active": torch.cat([act1, act2]).to(z1.dtype).mean()}
     return loss, stats
 
@@ -183,18 +182,14 @@ def paradigm(
 
 # --------------------------------------------------------------------------- shared pieces
 def _gate_views(z1: Tensor, z2: Tensor, gd: bool, m: float):
-    if not gd:
-        ones = torch.ones(z1.shape[0], dtype=torch.bool, device=z1.device)
-        return z1, z2, ones, ones
-    act1, act2 = same_view_gate(z1, m), same_view_gate(z2, m)
-    return gated(z1, act1), gated(z2, act2), act1, act2
-
-
-def _stats(z1, z2, act1, act2, gd):
+    """(u1, u2, stats): the views through the same-view GD gate (as they are without ``gd``); the stats
+    ``align`` and, with the gate, ``gd_active``."""
     stats = {"align": (z1.detach() * z2.detach()).sum(-1).mean()}
-    if gd:
-        stats["gd_active"] = torch.cat([act1, act2]).to(z1.dtype).mean()
-    return stats
+    if not gd:
+        return z1, z2, stats
+    act1, act2 = same_view_gate(z1, m), same_view_gate(z2, m)
+    stats["gd_active"] = torch.cat([act1, act2]).to(z1.dtype).mean()
+    return gated(z1, act1), gated(z2, act2), stats
 
 
 # --------------------------------------------------------------------------- MHE
@@ -216,19 +211,15 @@ def mhe_view_term(u: Tensor, a: Tensor, *, lam: float, tau: float, weight: str, 
         w = (offdiag_logsumexp(q.detach(), -1) - uni.detach()).exp() / tau
     else:
         w = torch.full((n,), 1.0 / n, dtype=u.dtype, device=u.device)
-    align = a * w / 2
-    if r is not None:
-        align = align * r
-    return lam * uni + align.sum()
+    return lam * uni + (a * w / 2 * (1.0 if r is None else r)).sum()
 
 
 def _mhe_impl(z1, z2, *, lam, m=0.3, tau=0.05, r=None, gd=False, weight="none"):
-    u1, u2, act1, act2 = _gate_views(z1, z2, gd, m)
+    u1, u2, stats = _gate_views(z1, z2, gd, m)
     a = 2.0 - 2.0 * (u1 * u2).sum(-1)
-    loss = mhe_view_term(u1, a, lam=lam, tau=tau, weight=weight, r=r) + mhe_view_term(
-        u2, a, lam=lam, tau=tau, weight=weight, r=r
-    )
-    return loss, _stats(z1, z2, act1, act2, gd)
+    kw = {"lam": lam, "tau": tau, "weight": weight, "r": r}
+    loss = mhe_view_term(u1, a, **kw) + mhe_view_term(u2, a, **kw)
+    return loss, stats
 
 
 def mhe(z1: Tensor, z2: Tensor, *, lam: float) -> Tensor:
@@ -284,10 +275,10 @@ def mhs_view_term(u: Tensor, v: Tensor, a: Tensor, *, lam: float, r: float | Non
 
 
 def _mhs_impl(z1, z2, *, lam, m=0.3, r=None, gd=False):
-    u1, u2, act1, act2 = _gate_views(z1, z2, gd, m)
+    u1, u2, stats = _gate_views(z1, z2, gd, m)
     a = 2.0 - 2.0 * (u1 * u2).sum(-1)
     loss = mhs_view_term(u1, u2, a, lam=lam, r=r) + mhs_view_term(u2, u1, a, lam=lam, r=r)
-    return loss, _stats(z1, z2, act1, act2, gd)
+    return loss, stats
 
 
 def mhs(z1: Tensor, z2: Tensor, *, lam: float) -> Tensor:
@@ -365,10 +356,10 @@ def barlow_twins_view_term(
 
 
 def _siamese_impl(z1, z2, *, kind, lam, m=0.3, tau=0.05, r=None, gd=False, weight="none"):
-    u1, u2, act1, act2 = _gate_views(z1, z2, gd, m)
+    u1, u2, stats = _gate_views(z1, z2, gd, m)
     kw = {"lam": lam, "tau": tau, "weight": weight, "r": r, "kind": kind}
     loss = _siamese_view_term(u1, u2, **kw) + _siamese_view_term(u2, u1, **kw)
-    return loss, _stats(z1, z2, act1, act2, gd)
+    return loss, stats
 
 
 def vicreg_li(z1: Tensor, z2: Tensor, *, lam: float) -> Tensor:

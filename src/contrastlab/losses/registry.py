@@ -35,10 +35,6 @@ _ENTRIES: dict[str, Callable] = {
     **oar.ENTRIES,
 }
 
-#: Losses whose entry receives the raw h1, h2 (Barlow Twins, VICReg: their batch statistics replace
-#: the row normalisation); every other entry receives F.normalize(h1), F.normalize(h2).
-_RAW_INPUT: frozenset[str] = oar.RAW_INPUT
-
 
 class SentenceLoss:
     """A validated loss: ``loss_fn(h1, h2, with_stats=True) -> LossOutput``.
@@ -55,7 +51,7 @@ class SentenceLoss:
         self.name = name
         self.hp = dict(hp)
         self._fn = _ENTRIES[name] if entry is None else entry
-        self._raw = name in _RAW_INPUT or raw_input
+        self._raw = name in oar.RAW_INPUT or raw_input
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hp.items())
@@ -65,11 +61,6 @@ class SentenceLoss:
         """The scalar loss of views exactly as the entry receives them (already normalised, or raw for
         a raw-input loss): no normalisation, no dtype change (the autograd paradigm view uses it)."""
         return self._fn(x1, x2, **self.hp)[0]
-
-    @property
-    def raw_input(self) -> bool:
-        """True when the loss takes the raw embeddings, not the row-normalised ones."""
-        return self._raw
 
     def __call__(self, h1: Tensor, h2: Tensor, with_stats: bool = True) -> LossOutput:
         if not (isinstance(h1, Tensor) and isinstance(h2, Tensor)):
@@ -106,10 +97,8 @@ def build_loss(name: str, **hp: Any) -> SentenceLoss:
     """
     if name not in LOSS_MODULES and user.is_user_loss(name):
         resolved = user.resolve_user_loss(name)
-        entry = user.adapt(resolved)
-        built = SentenceLoss(
-            name, user.validate_hyperparameters(resolved, hp), entry, raw_input=resolved.inputs == "raw"
-        )
+        hp = user.validate_hyperparameters(resolved, hp)
+        built = SentenceLoss(name, hp, user.adapt(resolved), raw_input=resolved.inputs == "raw")
         user.note_loaded(resolved)
         return built
     if name not in LOSS_MODULES:

@@ -37,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from contrastlab.provenance import note_user_loss, user_losses
+from contrastlab.provenance import note_user_loss
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -45,7 +45,6 @@ __all__ = [
     "UserLossError",
     "contrastive_loss",
     "is_user_loss",
-    "loaded_user_losses",
     "resolve_user_loss",
     "user_loss_path",
 ]
@@ -154,7 +153,8 @@ def user_loss_path(name: str) -> Path:
             )
         return path
     try:
-        spec = _find_spec(module)
+        with _cwd_on_path():
+            spec = importlib.util.find_spec(module)
     except ModuleNotFoundError:  # a parent package is missing
         spec = None
     except (ImportError, ValueError) as error:
@@ -165,11 +165,6 @@ def user_loss_path(name: str) -> Path:
             "add its folder to PYTHONPATH or give a file path 'path/to/file.py:callable'"
         )
     return Path(spec.origin).resolve()
-
-
-def _find_spec(module: str):
-    with _cwd_on_path():
-        return importlib.util.find_spec(module)
 
 
 class _cwd_on_path:
@@ -240,22 +235,15 @@ def resolve_user_loss(name: str) -> UserLoss:
             f"user loss {name!r}: signature {inspect.signature(fn)} does not take the two views as its first "
             f"two positional arguments; {wanted}"
         )
-    defaults: dict[str, Any] = {}
-    required: list[str] = []
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     for p in params[2:]:
-        if p.kind in (
-            inspect.Parameter.VAR_POSITIONAL,
-            inspect.Parameter.VAR_KEYWORD,
-            inspect.Parameter.POSITIONAL_ONLY,
-        ):
+        if p.kind not in named:
             raise UserLossError(
                 f"user loss {name!r}: parameter {p} of {inspect.signature(fn)} is not a named "
                 f"hyperparameter; {wanted}"
             )
-        if p.default is p.empty:
-            required.append(p.name)
-        else:
-            defaults[p.name] = p.default
+    required = [p.name for p in params[2:] if p.default is p.empty]
+    defaults = {p.name: p.default for p in params[2:] if p.default is not p.empty}
     inputs = getattr(fn, INPUTS_ATTRIBUTE, "normalized")
     symmetric = getattr(fn, SYMMETRIC_ATTRIBUTE, False)
     if inputs not in INPUTS or not isinstance(symmetric, bool):
@@ -288,11 +276,6 @@ def validate_hyperparameters(user: UserLoss, hp: Mapping[str, Any]) -> dict[str,
 def note_loaded(user: UserLoss) -> None:
     """Record ``user`` in :mod:`contrastlab.provenance`: ``run_metadata`` writes it to the cell's files."""
     note_user_loss(user.name, user.provenance())
-
-
-def loaded_user_losses() -> dict[str, dict[str, str]]:
-    """The user losses built in this process: name -> module, callable, file, sha256 (the cell's metadata)."""
-    return user_losses()
 
 
 def adapt(user: UserLoss) -> Callable:

@@ -278,12 +278,9 @@ def load_task(data_dir: Path, task: str, mode: str) -> Any:
         return [load_sts_pairs(data_dir, task, P.STS_SPLIT_BY_MODE[mode])]
     if task in P.BINARY_FILES:
         return load_binary(data_dir, task)
-    if task == "SST2":
-        return {split: load_sst2(data_dir, split) for split in ("train", "dev", "test")}
-    if task == "TREC":
-        return {split: load_trec(data_dir, split) for split in ("train", "test")}
-    if task == "MRPC":
-        return {split: load_mrpc(data_dir, split) for split in ("train", "test")}
+    readers = {"SST2": load_sst2, "TREC": load_trec, "MRPC": load_mrpc}  # every split of the task
+    if task in readers:
+        return {split: readers[task](data_dir, split) for split in P.SPLIT_FILES[task]}
     raise ValueError(f"unknown task {task!r}")
 
 

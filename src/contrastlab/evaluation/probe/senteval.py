@@ -77,27 +77,12 @@ def initial_weights(d: int, nclasses: int, seed: int) -> torch.Tensor:
     return torch.cat([layer.weight.detach().T, layer.bias.detach().unsqueeze(0)]).contiguous()
 
 
-class _Stream:
-    """The NumPy permutations one probe draws (``np.random.seed(seed)`` then ``permutation`` calls)."""
-
-    def __init__(self, seed: int, n_input: int, split: bool, validation_split: float):
-        self.rs = np.random.RandomState(seed)
-        self.n_dev = int(validation_split * n_input) if split else 0
-        self.split_perm = self.rs.permutation(n_input) if split else None
-        self.n_train = n_input - self.n_dev
-
-    def epoch(self) -> np.ndarray:
-        return self.rs.permutation(self.n_train)
-
-
 def _pad(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """Ragged row lists -> ``[F, max]`` indices (padding repeats row 0) and a validity mask."""
-    width = max(len(r) for r in rows)
-    idx = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=bool)
-    for f, r in enumerate(rows):
-        idx[f, : len(r)] = r
-        mask[f, : len(r)] = True
+    lengths = np.array([len(r) for r in rows])
+    mask = np.arange(lengths.max()) < lengths[:, None]
+    idx = np.zeros(mask.shape, dtype=np.int64)
+    idx[mask] = np.concatenate(rows)
     return torch.from_numpy(idx), torch.from_numpy(mask)
 
 
@@ -127,13 +112,16 @@ def _train_group(
     """Train the fits of one permutation stream in lockstep; returns best ``W [F, P, D, C]`` and the
     best validation accuracy ``[F, P]`` (as ``correct / n_dev``)."""
     split = fits[0].dev is None
-    stream = _Stream(cfg.seed, len(fits[0].train), split, cfg.validation_split)
+    stream = np.random.RandomState(cfg.seed)  # the NumPy permutations one probe draws, in SentEval's order
+    n_input = len(fits[0].train)
+    held = int(cfg.validation_split * n_input) if split else 0  # validation_split's rows
+    split_perm = stream.permutation(n_input) if split else None
     train_rows, dev_rows = [], []
     for fit in fits:
         rows = np.asarray(fit.train, dtype=np.int64)
         if split:
-            dev_rows.append(rows[stream.split_perm[: stream.n_dev]])
-            rows = rows[stream.split_perm[stream.n_dev :]]
+            dev_rows.append(rows[split_perm[:held]])
+            rows = rows[split_perm[held:]]
         else:
             dev_rows.append(np.asarray(fit.dev, dtype=np.int64))
         train_rows.append(rows)
@@ -154,13 +142,13 @@ def _train_group(
     stopped = torch.zeros((F, P), dtype=torch.bool)
     live = torch.arange(F)  # fits still in the batch (some probe not stopped)
     beta1, beta2 = cfg.betas
-    bs, n = cfg.batch_size, stream.n_train
+    bs, n = cfg.batch_size, n_input - held
     step, nepoch = 0, 0
     buf: dict[int, torch.Tensor] = {}
     while live.numel() and nepoch <= cfg.max_epoch:
         f = live.numel()
         for _ in range(cfg.epoch_size):
-            order = train[live][:, torch.from_numpy(stream.epoch())]  # [f, n] rows in batch order
+            order = train[live][:, torch.from_numpy(stream.permutation(n))]  # [f, n] rows in batch order
             for i in range(0, n, bs):
                 rows = order[:, i : i + bs].reshape(-1)
                 b = rows.numel() // f
