@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import types
 
@@ -276,20 +277,13 @@ def test_capture_autocast_has_no_cast_cache():
 # -- the device-dependent defaults: the graph on for CUDA, the CPU run as it was -----------------------
 
 
-def _sentence(**values) -> TrainSettings:
-    return TrainSettings(loss="infonce", **values)
-
-
+_sentence = functools.partial(TrainSettings, loss="infonce")
 _image = VisionTrainSettings
 OAR_CELL = {"oar_fraction": 0.1, "optimizer": "sgd"}
 
 
-def _graph(graph: bool) -> dict:
-    return {"cuda_graph": graph}
-
-
 def _decided(graph: bool, dev_batch: int) -> dict:
-    return {**_graph(graph), "dev_batch_size": dev_batch, "padding_free": False}
+    return {"cuda_graph": graph, "dev_batch_size": dev_batch, "padding_free": False}
 
 
 @pytest.mark.parametrize(
@@ -301,13 +295,13 @@ def _decided(graph: bool, dev_batch: int) -> dict:
         (_sentence, "cuda", {"grad_accum": 2}, 0, _decided(False, 512), "grad_accum 2"),
         (_sentence, "cuda", {"cuda_graph": False, "dev_batch_size": 128}, 0, _decided(False, 128), None),
         (_sentence, "cpu", {"dev_batch_size": 512}, 0, _decided(False, 512), None),
-        (_image, "cpu", {}, 512, _graph(False), None),
-        (_image, "cuda", {}, 512, _graph(True), None),
-        (_image, "cuda", {"cuda_graph": False}, 512, _graph(False), None),
-        (_image, "cuda", OAR_CELL, 512, _graph(False), "OAR's labelled pass"),
-        (_image, "cuda", {"compile": True}, 512, _graph(False), "compile: true"),
-        (_image, "cuda", {"drop_last": False}, 500, _graph(False), "a last batch of 244 images"),
-        (_image, "cuda", {"drop_last": False}, 512, _graph(True), None),  # all full
+        (_image, "cpu", {}, 512, {"cuda_graph": False}, None),
+        (_image, "cuda", {}, 512, {"cuda_graph": True}, None),
+        (_image, "cuda", {"cuda_graph": False}, 512, {"cuda_graph": False}, None),
+        (_image, "cuda", OAR_CELL, 512, {"cuda_graph": False}, "OAR's labelled pass"),
+        (_image, "cuda", {"compile": True}, 512, {"cuda_graph": False}, "compile: true"),
+        (_image, "cuda", {"drop_last": False}, 500, {"cuda_graph": False}, "a last batch of 244 images"),
+        (_image, "cuda", {"drop_last": False}, 512, {"cuda_graph": True}, None),  # all full
     ],
 )
 def test_for_device_decides_either_tracks_step_mode(settings, device, values, n_images, decided, note):

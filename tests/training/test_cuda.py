@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from contrastlab.losses import build_loss
 from contrastlab.precision import fp32_mode_now
@@ -24,6 +25,11 @@ LOSS_TOLERANCE = {"tf32": 5e-3, "bf16": 5e-2, "fp16": 2e-2}
 #: After 8 steps at lr 1e-4, a resumed cell's weights differ from an uninterrupted one's only by the GPU's
 #: non-deterministic reductions: far below one step's update.
 RESUME_WEIGHT_TOLERANCE = 1e-4
+
+
+def _skip_without_bf16(precision: str) -> None:
+    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no native bf16")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +57,7 @@ def _step_loss(tiny_bert, chunks, precision: str) -> float:
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16", "fp16"])
 def test_each_precision_step_is_within_tolerance_of_fp32(tiny_bert, chunks, precision):
-    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
-        pytest.skip("this GPU has no native bf16")
+    _skip_without_bf16(precision)
     reference = _step_loss(tiny_bert, chunks, "fp32")
     assert abs(_step_loss(tiny_bert, chunks, precision) - reference) < LOSS_TOLERANCE[precision]
 
@@ -68,8 +73,6 @@ def test_fused_and_unfused_adamw_agree_on_cuda():
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(tmp_path, train_tiny, precision):
-    from safetensors.torch import load_file
-
     straight = train_tiny(tmp_path / "straight", device="cuda", precision=precision)
     real_save = TrainingRun.save_snapshot
 
@@ -124,25 +127,20 @@ def step_parts(tiny_bert, chunks):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_the_graph_is_bit_equal_to_eager_under_deterministic_algorithms(step_parts, precision):
+@pytest.mark.parametrize(
+    "check, holds",
+    [
+        ("deterministic_check", "bit_equal"),  # under deterministic algorithms: bit-equal to eager
+        ("spread_check", "within"),  # the default mode: within eager's own spread
+    ],
+)
+def test_the_graph_is_the_eager_step(step_parts, precision, check, holds):
     from contrastlab.training import equivalence
 
-    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
-        pytest.skip("this GPU has no native bf16")
+    _skip_without_bf16(precision)
     make_model, batches = step_parts
-    row = equivalence.deterministic_check(make_model, batches, precision=precision, device=CUDA, steps=200)
-    assert row["bit_equal"], row
-
-
-@pytest.mark.parametrize("precision", PRECISIONS)
-def test_the_graph_lies_within_eagers_own_spread(step_parts, precision):
-    from contrastlab.training import equivalence
-
-    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
-        pytest.skip("this GPU has no native bf16")
-    make_model, batches = step_parts
-    row = equivalence.spread_check(make_model, batches, precision=precision, device=CUDA, steps=100, repeat=3)
-    assert row["within"], row
+    row = getattr(equivalence, check)(make_model, batches, precision=precision, device=CUDA)  # its steps
+    assert row[holds], row
 
 
 def test_the_default_on_cuda_is_the_graph_with_dev_batches_of_512(tmp_path, train_tiny):
@@ -151,8 +149,6 @@ def test_the_default_on_cuda_is_the_graph_with_dev_batches_of_512(tmp_path, trai
 
 
 def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(tmp_path, train_tiny, monkeypatch, capsys):
-    from contrastlab.losses import build_loss
-
     infonce = build_loss("infonce")
 
     def reads_the_host(h1, h2, with_stats=False):  # a user's loss that asks the device a question
@@ -170,8 +166,6 @@ def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(tmp_path, trai
 
 
 def test_deterministic_reruns_are_bit_identical_on_the_gpu(tmp_path, train_tiny):
-    from safetensors.torch import load_file
-
     for name in ("a", "b"):
         train_tiny(tmp_path / name, device="cuda", precision="bf16", deterministic=True)
     a, b = (load_file(tmp_path / f"{name}/model/model.safetensors") for name in ("a", "b"))

@@ -22,7 +22,7 @@ from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
 from tests import forked
-from tests.training.conftest import poison_loss
+from tests.training.conftest import TINY_SENTENCE, poison_loss
 from tests.training.test_state import Payload
 
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
@@ -33,7 +33,6 @@ FAMILIES = {  # one loss per paper family, with the protocol options its experim
     "li2024": dict(loss="mmhe", protocol="li2024", precision="fp32"),
     "macl": dict(loss="macl", protocol="simcse", dropout=0.2),
 }
-SMALL = dict(lr=1e-4, batch_size=32, max_steps=12, eval_every=4, log_every=4, state_every=4)
 
 
 def run(tmp: Path, train_tiny, **overrides) -> tuple[dict, Path, Path]:
@@ -132,7 +131,7 @@ def _info_step(state_dir: Path) -> int:
 # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16: CPU
 # autocast + GradScaler("cpu"), whose state is in the snapshot (the loss scale is logged). The geometry
 # analysis too: a resumed run must log the same probe statistics.
-KILL_SETTINGS = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 3}
+KILL_SETTINGS = {**TINY_SENTENCE, "max_steps": 14, "state_every": 2, "log_every": 3}
 KILL_SETTINGS |= {"analysis_every": 5, "analysis_sentences": 64, "analysis_batch": 32}
 
 
@@ -283,7 +282,7 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     # Adam turns float noise (summation order) in near-zero gradients into updates of up to ~lr per
     # step, on whichever elements happen to have them (machine-dependent): every element stays within
     # the 3 steps' bound, and all but a handful agree to a tenth of one step's update.
-    lr, steps = SMALL["lr"], common["max_steps"]
+    lr, steps = TINY_SENTENCE["lr"], common["max_steps"]
     diffs = torch.cat([(a[key].float() - b[key].float()).abs().flatten() for key in a])
     assert diffs.max() <= 2 * steps * lr, diffs.max()
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())

@@ -33,14 +33,11 @@ def test_an_explicit_graph_that_cannot_capture_the_step_is_one_line():
         capture.for_device(VisionTrainSettings(cuda_graph=True, oar_fraction=0.1), CUDA, n_images=512)
 
 
-def test_the_default_on_a_cpu_trains_eagerly_and_says_nothing(tmp_path):
-    settings = VisionTrainSettings(dataset="digits", width=4, head_hidden=16, head_dim=8, batch_size=16,
-                                   max_steps=2, log_every=1, state_every=None)  # fmt: skip
-    summary = train_vision(settings, data_root=None, out_dir=tmp_path / "out",
-                           log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state", device="cpu",
-                           progress=False)  # fmt: skip
+def test_the_default_on_a_cpu_trains_eagerly_and_says_nothing(tmp_path, vision_settings, train_image):
+    cell = dict(loss="ntxent", loss_hp={}, head_hidden=16, head_dim=8, batch_size=16, max_steps=2)
+    summary = train_image(vision_settings(**cell, log_every=1, state_every=None), tmp_path)
     assert summary["cuda_graph"] is False and summary["settings"]["cuda_graph"] is False  # as decided
-    assert '"event": "note"' not in (tmp_path / "log.jsonl").read_text()
+    assert '"event": "note"' not in (tmp_path / "train_log.jsonl").read_text()
 
 
 def test_set_lr_fills_a_graphs_tensor_in_place_and_assigns_a_float():

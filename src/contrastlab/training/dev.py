@@ -12,7 +12,6 @@ over pairs of distinct dev sentences (protocol.md §4).
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,6 @@ class DevEvaluator:
         device: torch.device,
         *,
         batch_size: int = 128,
-        autocast: Any = contextlib.nullcontext,
     ) -> None:
         sentences1, sentences2, gold = load_sts_split(data_dir, task, "dev")
         unique = sorted(set(sentences1) | set(sentences2))
@@ -59,7 +57,6 @@ class DevEvaluator:
         self.gold = np.asarray(gold, dtype=np.float64)
         # Row indices, not a boolean mask: boolean indexing asks the device for the count (a sync).
         self.positive = torch.from_numpy(np.flatnonzero(self.gold >= POSITIVE_GOLD)).to(device)
-        self.autocast = autocast
 
     def _padded(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
         """The sentences ``rows`` as ``(input_ids, attention_mask)`` on the device, as wide as the longest."""
@@ -89,11 +86,10 @@ class DevEvaluator:
         try:
             out: torch.Tensor | None = None
             for ids, mask, rows in self.batches:
-                with self.autocast():
-                    bias = attention_bias(model, mask)
-                    cls = model(input_ids=ids, attention_mask=bias).last_hidden_state[:, 0]
-                    if head is not None:
-                        cls = head(cls)
+                bias = attention_bias(model, mask)
+                cls = model(input_ids=ids, attention_mask=bias).last_hidden_state[:, 0]
+                if head is not None:
+                    cls = head(cls)
                 if out is None:
                     out = torch.empty((self.n_sentences, cls.shape[-1]), device=self.device)
                 out[rows] = cls.float()

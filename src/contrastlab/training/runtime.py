@@ -247,8 +247,7 @@ class TrainingRun:
         self.autocast, self.step_context = self.precision.autocast, self.precision.step
         self.scale = self.scaler.scale
         self.state_every, self.state_minutes = state_every, state_minutes
-        cpu = self.device.type == "cpu"
-        self.check_every = check_every if check_every is not None else (1 if cpu else 0)
+        self.check_every = check_every if check_every is not None else (1 if self.device.type == "cpu" else 0)
         self.progress = progress
         self.clock = clock
         self.events = TensorBoardLog(events_dir, hparams, cell)

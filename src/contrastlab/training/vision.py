@@ -243,9 +243,37 @@ def train_vision(
     summary also written to ``out_dir/settings.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
+    out_dir, log_path = Path(out_dir), Path(log_path)
     benchmark_was = torch.backends.cudnn.benchmark
     try:
-        return _train(settings, run, data_root, download, Path(out_dir), Path(log_path), keep_state)
+        data = load_images(
+            settings.dataset, "train", root=data_root, download=download, image_size=settings.image_size
+        )
+        n_images, size = len(data.labels), data.images.shape[-1]
+        trained = _trained_rows(settings, n_images, run.device)  # None: every image (no validation split)
+        n_train = n_images if trained is None else len(trained)
+        steps_per_epoch = _steps_per_epoch(settings, n_train)
+        total = settings.max_steps if settings.max_steps is not None else steps_per_epoch * settings.epochs
+        fingerprint = loop.fingerprint(settings, LATER_DEFAULTS, n_images, size)
+        saved = run.load_snapshot(fingerprint)
+        if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
+            loop.export_outputs(run, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
+            return saved["summary"]
+        # the notes said once the run's log has begun
+        s, notes = capture.for_device(settings, run.device, n_images=n_train)
+        images = data.images.to(run.device)
+        run.phases.mark("data_s")
+        parts = build_parts(s, run, data, size)
+        run.phases.mark("model_load_s")
+        run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
+        select = None if trained is None else ValSelection(s, run, images, parts)
+        track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
+        track.fingerprint = fingerprint
+        start = loop.begin(run, track, saved, run_info, notes)
+        del saved
+        loop.train_steps(run, track, start)
+        run_info["cuda_graph"] = track.graph is not None
+        return _finish(run, track, run_info, out_dir, log_path, keep_state)
     finally:
         torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
 
@@ -271,44 +299,6 @@ class VisionParts:
         """What a snapshot saves and a resume loads, by name (the views' generator among them)."""
         views = GeneratorState(self.views)
         return {"encoder": self.encoder, "head": self.head, "optimizer": self.optimizer, "views": views}
-
-
-def _train(
-    s: VisionTrainSettings,
-    run: TrainingRun,
-    data_root,
-    download: bool,
-    out_dir: Path,
-    log_path: Path,
-    keep_state: bool = False,
-) -> dict[str, Any]:
-    """:func:`train_vision`'s body: data, snapshot identity (a finished one only re-exports), parts, then
-    the loop."""
-    data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
-    n_images, size = len(data.labels), data.images.shape[-1]
-    trained = _trained_rows(s, n_images, run.device)  # None: every image (no validation split)
-    n_train = n_images if trained is None else len(trained)
-    steps_per_epoch = _steps_per_epoch(s, n_train)
-    total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
-    fingerprint = loop.fingerprint(s, LATER_DEFAULTS, n_images, size)
-    saved = run.load_snapshot(fingerprint)
-    if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
-        loop.export_outputs(run, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
-        return saved["summary"]
-    s, notes = capture.for_device(s, run.device, n_images=n_train)  # said once the run's log has begun
-    images = data.images.to(run.device)
-    run.phases.mark("data_s")
-    parts = build_parts(s, run, data, size)
-    run.phases.mark("model_load_s")
-    run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
-    select = None if trained is None else ValSelection(s, run, images, parts)
-    track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
-    track.fingerprint = fingerprint
-    start = loop.begin(run, track, saved, run_info, notes)
-    del saved
-    loop.train_steps(run, track, start)
-    run_info["cuda_graph"] = track.graph is not None
-    return _finish(run, track, run_info, out_dir, log_path, keep_state)
 
 
 class _VisionTrack(loop.Track):
