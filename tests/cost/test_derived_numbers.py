@@ -159,7 +159,7 @@ def _trainer_counts(s) -> tuple[int, int, int, bool]:
 
     n_train = 1437 - (len(validation_split(1437, s.val_fraction, s.seed)) if s.val_fraction else 0)
     per_epoch = vision._steps_per_epoch(s, n_train)
-    total = s.max_steps if s.max_steps is not None else per_epoch * s.epochs  # vision._train's rule
+    total = s.max_steps if s.max_steps is not None else per_epoch * s.epochs  # vision.train_vision's rule
     return n_train, per_epoch, total, for_device(s, torch.device("cuda"), n_images=n_train)[0].cuda_graph
 
 
