@@ -56,7 +56,6 @@ __all__ = [
     "uniformity_gradient_norm",
     "gradient_norm_frame",
     "figure_frame",
-    "draw_gradient_norms",
     "plot_gradient_norms",
 ]
 
@@ -301,39 +300,34 @@ def figure_frame(
 _TICKS = ((0.0, "0"), (math.pi / 2, r"$\pi/2$"), (math.pi, r"$\pi$"))
 
 
-def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
+def plot_gradient_norms(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """The heatmaps of ``frame`` (one per panel, in panel order): θ_ij' horizontal, θ_ii' vertical,
-    each with its own colour bar labelled with the paper's symbol (1/‖h_i‖ omitted). Returns the
-    figure; call inside :func:`contrastlab.figures.style.house_style`."""
-    panels = frame.drop_duplicates("panel").sort_values("panel")
-    count = len(panels)
-    ncols = ncols or math.ceil(count / math.ceil(count / 5))  # 6 panels: 2 x 3, 4: 1 x 4, 10: 2 x 5
-    nrows = math.ceil(count / ncols)
-    fig, axes = figure(nrows, ncols, width="page", aspect=0.9 if ncols < 5 else 0.75)
-    for ax in axes.flat[count:]:
-        ax.set_axis_off()
-    for position, (ax, panel) in enumerate(zip(axes.flat, panels.itertuples(), strict=False)):
-        rows = frame[frame["panel"] == panel.panel]
-        mesh = heatmap(ax, rows, "grad_norm", index="theta_pos", columns="theta_neg")
-        bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
-        bar.set_label(_SYMBOLS[(panel.loss, panel.part)])
-        bar.ax.tick_params(labelsize=5)
-        name = _LABELS[panel.loss] if panel.loss != "align_uniform" else _AU_LABELS[panel.part]
-        ax.set_title(f"{name}, K={panel.negatives}", fontsize=7 if ncols < 5 else 6)
-        ax.set_xlabel(r"$\theta_{ij'}$")
-        if position % ncols == 0:  # one y label per row leaves the panels room
-            ax.set_ylabel(r"$\theta_{ii'}$")
-        ax.set_aspect("equal")
-        ax.grid(False)
-        pi_ticks(ax.xaxis, _TICKS)
-        pi_ticks(ax.yaxis, _TICKS)
-    return fig
-
-
-def plot_gradient_norms(frame: pd.DataFrame, stem: str | Path, *, ncols: int | None = None) -> list[Path]:
-    """Draw :func:`draw_gradient_norms` in the house style and write ``stem``.png/.pdf/.csv (``frame``)."""
+    each with its own colour bar labelled with the paper's symbol (1/‖h_i‖ omitted), in the house style,
+    written to ``stem``.png/.pdf/.csv (``frame``)."""
     with house_style():
-        return save(draw_gradient_norms(frame, ncols=ncols), stem, frame)
+        panels = frame.drop_duplicates("panel").sort_values("panel")
+        count = len(panels)
+        ncols = math.ceil(count / math.ceil(count / 5))  # 6 panels: 2 x 3, 4: 1 x 4, 10: 2 x 5
+        nrows = math.ceil(count / ncols)
+        fig, axes = figure(nrows, ncols, width="page", aspect=0.9 if ncols < 5 else 0.75)
+        for ax in axes.flat[count:]:
+            ax.set_axis_off()
+        for position, (ax, panel) in enumerate(zip(axes.flat, panels.itertuples(), strict=False)):
+            rows = frame[frame["panel"] == panel.panel]
+            mesh = heatmap(ax, rows, "grad_norm", index="theta_pos", columns="theta_neg")
+            bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
+            bar.set_label(_SYMBOLS[(panel.loss, panel.part)])
+            bar.ax.tick_params(labelsize=5)
+            name = _LABELS[panel.loss] if panel.loss != "align_uniform" else _AU_LABELS[panel.part]
+            ax.set_title(f"{name}, K={panel.negatives}", fontsize=7 if ncols < 5 else 6)
+            ax.set_xlabel(r"$\theta_{ij'}$")
+            if position % ncols == 0:  # one y label per row leaves the panels room
+                ax.set_ylabel(r"$\theta_{ii'}$")
+            ax.set_aspect("equal")
+            ax.grid(False)
+            pi_ticks(ax.xaxis, _TICKS)
+            pi_ticks(ax.yaxis, _TICKS)
+        return save(fig, stem, frame)
 
 
 # ------------------------------------------------------------------ the figures, as the record names them
