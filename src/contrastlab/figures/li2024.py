@@ -189,7 +189,6 @@ def gd_monte_carlo(
     sigma_pos: float = SIGMA_POS,
     sigma_neg: float = SIGMA_NEG,
     seed: int = 0,
-    hp: Mapping[str, Mapping[str, float]] | None = None,
     chunk: int = 4,
 ) -> pd.DataFrame:
     """Monte-Carlo mean of Li Table 1's GD over (μ_pos, μ_neg) pairs (Li §3.1.1, Fig. 2 and 10), as the
@@ -200,9 +199,7 @@ def gd_monte_carlo(
     gd_se, its Monte-Carlo standard error (the batches' sample std over √batches; 0 where every batch
     gives the same value). Bit-identical whatever ``chunk``; docs/measured.md has the full scale's time.
     """
-    hp = hp or {}
-    # validate before sampling
-    params = [checked_hp(loss, hp.get(loss, {}), TABLE1_LOSSES) for loss in losses]
+    params = [checked_hp(loss, {}, TABLE1_LOSSES) for loss in losses]  # validate before sampling
     n_pos, n_neg = (points, points) if isinstance(points, int) else points
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)

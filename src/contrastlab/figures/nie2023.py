@@ -108,21 +108,23 @@ class Panel:
     negatives: int = PANEL_NEGATIVES
 
 
-def _panels(counts: Sequence[int] = NEGATIVE_COUNTS) -> dict[str, tuple[Panel, ...]]:
-    fig2a = tuple(Panel("2a", "infonce", "alignment", k) for k in counts) + (
-        Panel("2a", "align_uniform", "alignment"),
-        Panel("2a", "dcl", "alignment"),
-    )
-    fig2b = tuple(Panel("2b", loss, "alignment") for loss in ("dcl_plus", "mpt", "met", "mat"))
-    fig4 = tuple(Panel("4", "infonce", "uniformity", k) for k in counts) + tuple(
-        Panel("4", loss, "uniformity") for loss in ("align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
-    )
-    return {"2a": fig2a, "2b": fig2b, "4": fig4}
-
-
 #: The panels of each figure, left to right: Fig. 2a (InfoNCE at 64/128/256/512 negatives, L_align,
 #: DCL), Fig. 2b (DCL+, MPT, MET, MAT), Fig. 4 (the uniformity part of all of them).
-FIGURES: dict[str, tuple[Panel, ...]] = _panels()
+FIGURES: dict[str, tuple[Panel, ...]] = {
+    "2a": (
+        *(Panel("2a", "infonce", "alignment", k) for k in NEGATIVE_COUNTS),
+        Panel("2a", "align_uniform", "alignment"),
+        Panel("2a", "dcl", "alignment"),
+    ),
+    "2b": tuple(Panel("2b", loss, "alignment") for loss in ("dcl_plus", "mpt", "met", "mat")),
+    "4": (
+        *(Panel("4", "infonce", "uniformity", k) for k in NEGATIVE_COUNTS),
+        *(
+            Panel("4", loss, "uniformity")
+            for loss in ("align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
+        ),
+    ),
+}
 
 
 def checked_hp(loss: str, hp: Mapping[str, float], losses: Sequence[str]) -> dict[str, float]:
@@ -246,18 +248,14 @@ def _hinge_norm(loss: str, theta):
     return np.ones_like(theta)
 
 
-def gradient_norm_frame(
-    panels: Sequence[Panel], *, points: int = POINTS, hp: Mapping[str, Mapping[str, float]] | None = None
-) -> pd.DataFrame:
+def gradient_norm_frame(panels: Sequence[Panel], *, points: int = POINTS) -> pd.DataFrame:
     """The gradient norm of every panel on a ``points`` x ``points`` grid of (θ_ii', θ_ij') in [0, π]².
 
     Returns a tidy frame, one row per panel and grid point: figure, panel (position, 0-based),
-    loss, part, negatives, theta_pos (θ_ii'), theta_neg (θ_ij'), grad_norm. ``hp`` overrides the
-    Table 2 hyperparameters per loss name.
+    loss, part, negatives, theta_pos (θ_ii'), theta_neg (θ_ij'), grad_norm (Table 2's hyperparameters).
     """
     if points < 2:
         raise ValueError(f"points must be >= 2, got {points}")
-    hp = hp or {}
     grid = np.linspace(0.0, math.pi, points)
     tp, tn = np.meshgrid(grid, grid, indexing="ij")
     frames = []
@@ -265,7 +263,7 @@ def gradient_norm_frame(
         if panel.part not in ("alignment", "uniformity"):
             raise ValueError(f"part must be 'alignment' or 'uniformity', got {panel.part!r}")
         fn = alignment_gradient_norm if panel.part == "alignment" else uniformity_gradient_norm
-        norm = fn(panel.loss, tp, tn, negatives=panel.negatives, **hp.get(panel.loss, {}))
+        norm = fn(panel.loss, tp, tn, negatives=panel.negatives)
         frames.append(
             pd.DataFrame(
                 {
@@ -283,18 +281,11 @@ def gradient_norm_frame(
     return pd.concat(frames, ignore_index=True)
 
 
-def figure_frame(
-    name: str,
-    *,
-    points: int = POINTS,
-    negative_counts: Sequence[int] = NEGATIVE_COUNTS,
-    hp: Mapping[str, Mapping[str, float]] | None = None,
-) -> pd.DataFrame:
+def figure_frame(name: str, *, points: int = POINTS) -> pd.DataFrame:
     """:func:`gradient_norm_frame` of Nie Fig. ``name`` ("2a", "2b" or "4", panels as :data:`FIGURES`)."""
-    panels = _panels(negative_counts)
-    if name not in panels:
-        raise ValueError(f"unknown figure {name!r}; valid names: {', '.join(panels)}")
-    return gradient_norm_frame(panels[name], points=points, hp=hp)
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
+    return gradient_norm_frame(FIGURES[name], points=points)
 
 
 _TICKS = ((0.0, "0"), (math.pi / 2, r"$\pi/2$"), (math.pi, r"$\pi$"))

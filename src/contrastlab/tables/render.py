@@ -78,16 +78,16 @@ def fmt_param(value: Any, fmt: str, unit: str = "") -> str:
 
 
 # ----------------------------------------------------------------------------- cell texts
-def published_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
+def published_text(rec: pd.Series, decimals: int | None = None) -> str:
     if _nan(rec["published"]):
         return NA + rec["mark"]
     text = fmt_score(rec["published"])
-    if with_improvement and decimals is not None and not _nan(rec.get("published_improvement")):
+    if decimals is not None and not _nan(rec.get("published_improvement")):
         text += f" ({fmt_signed(rec['published_improvement'], decimals)})"
     return text + rec["mark"]
 
 
-def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
+def ours_text(rec: pd.Series, decimals: int | None = None) -> str:
     if rec["status"] in NO_SCORE:
         return rec["status"]
     text = fmt_score(rec["ours_mean"])
@@ -97,7 +97,7 @@ def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: 
         text += f" ± {fmt_score(rec['ours_std'])}"
     if rec["status"] == STATUS_PARTIAL:
         text += f" (n={rec['n_seeds']}/{rec['expected_seeds']})"
-    if with_improvement and decimals is not None and not _nan(rec.get("ours_improvement")):
+    if decimals is not None and not _nan(rec.get("ours_improvement")):
         text += f" ({fmt_signed(rec['ours_improvement'], decimals)})"
     return text
 
