@@ -309,11 +309,11 @@ FIG4_MAT_MARGIN = 0.15 * math.pi
 FIG4_GD_THRESHOLD = 0.01
 
 
-def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFrame:
+def ratio_grid(points: int = POINTS) -> pd.DataFrame:
     """Li Fig. 4: the dynamic ratio R of ArcCon, MET and MAT at θ_ii' = μ_pos, θ_ij' = μ_neg over the
     §3.1 grid (no sampling: the authors evaluate the closed forms at the grid's angles), and whether the
     pair ``occurs`` in training: not when μ_pos > μ_neg (the positive is always the nearer), nor where the
-    loss's gradient has dissipated (ArcCon: GD with ``negatives`` negatives at μ_neg below 0.01; MET:
+    loss's gradient has dissipated (ArcCon: GD with :data:`NEGATIVES` negatives at μ_neg below 0.01; MET:
     distance gap ≥ m; MAT: angle gap ≥ m).
 
     ======== ============================================= ==========================
@@ -326,7 +326,7 @@ def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFr
     arccon = DEFAULTS["arccon"]
     chord_pos, chord_neg = _chord(np.cos(mu_pos)), _chord(np.cos(mu_neg))
     arccon_gd = expit(
-        np.log(negatives) + np.cos(mu_neg) / arccon["tau"] - np.cos(mu_pos + arccon["u"]) / arccon["tau"]
+        np.log(NEGATIVES) + np.cos(mu_neg) / arccon["tau"] - np.cos(mu_pos + arccon["u"]) / arccon["tau"]
     )
     values = {
         "arccon": (np.sin(mu_pos + arccon["u"]) / np.sin(mu_pos), arccon_gd < FIG4_GD_THRESHOLD),

@@ -351,11 +351,11 @@ def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int,
     return first + heads, len(first), texts, records
 
 
-def to_markdown(table: Table, *, stand_ins: bool = False, literals: Iterable[str] = ()) -> str:
-    """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`; ``stand_ins``: the
-    report's view), its legend, the deviations of this config and the transcription notes; ``literals``
-    (the config's names, :func:`~contrastlab.blocks.literals_of`) shown as text."""
-    header, labels, texts, _ = grid_rows(table, stand_ins=stand_ins)
+def to_markdown(table: Table, *, literals: Iterable[str] = ()) -> str:
+    """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`), its legend, the
+    deviations of this config and the transcription notes; ``literals`` (the config's names,
+    :func:`~contrastlab.blocks.literals_of`) shown as text."""
+    header, labels, texts, _ = grid_rows(table)
     above = [f"Paper footnote: {note}" for note in table.meta.get("footnotes") or []]
     if table.extra_backbones:
         extra = ", ".join(table.extra_backbones)
