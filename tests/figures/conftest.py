@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contrastlab.figures import geometry_logs, li2024, nie2023, oar, training_curves
+from contrastlab.figures import geometry_logs, li2024, nie2023, oar, paradigm, training_curves
 from contrastlab.figures.style import save
 
 
@@ -18,6 +18,6 @@ def drawn(monkeypatch) -> list:
         figures.append(fig)
         return save(fig, stem, data)
 
-    for module in (geometry_logs, li2024, nie2023, oar, training_curves):
+    for module in (geometry_logs, li2024, nie2023, oar, paradigm, training_curves):
         monkeypatch.setattr(module, "save", keep)
     return figures
