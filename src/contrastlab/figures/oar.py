@@ -24,6 +24,7 @@ from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, 
 from contrastlab.models import pick_device
 from contrastlab.search import diverged_reason
 from contrastlab.tables.metrics import collect_metrics
+from contrastlab.tables.published import sweep_point_names
 from contrastlab.training.synthetic import effective_rank
 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
@@ -49,17 +50,14 @@ def sweep_frame(
     value, key, mean, std, n_seeds (seeds with a score) and n_diverged (seeds whose probe diverged:
     NaN scores, see :func:`contrastlab.tables.metrics.collect_metrics`); sorted by method, key and value.
     """
-    rows = []
     mine = metrics[(metrics["experiment"] == experiment) & metrics["task"].isin(keys)]
-    for value in values:
-        suffix = f"-{label}{value}"
-        at = mine[mine["method"].str.endswith(suffix)]
-        for (method, key), group in at.groupby(["method", "task"]):
-            base = method.removesuffix(suffix)
-            scores = group["score"]
-            oar = (base.removeprefix(OAR_PREFIX), base.startswith(OAR_PREFIX))
-            counts = (int(scores.notna().sum()), int(scores.isna().sum()))
-            rows.append((base, *oar, float(value), key, scores.mean(), scores.std(), *counts))
+    points = sweep_point_names(mine["method"].unique(), label, list(values))
+    rows = []
+    for (name, key), scores in mine[mine["method"].isin(points)].groupby(["method", "task"])["score"]:
+        base, value = points[name]
+        oar = (base.removeprefix(OAR_PREFIX), base.startswith(OAR_PREFIX))
+        counts = (int(scores.notna().sum()), int(scores.isna().sum()))
+        rows.append((base, *oar, float(value), key, scores.mean(), scores.std(), *counts))
     columns = ["method", "loss", "oar", "value", "key", "mean", "std", "n_seeds", "n_diverged"]
     return pd.DataFrame(rows, columns=columns).sort_values(["method", "key", "value"], ignore_index=True)
 
