@@ -336,14 +336,8 @@ def ratio_grid(points: int = POINTS) -> pd.DataFrame:
     frames = []
     for loss, (r, dissipated) in values.items():
         occurs = ~((mu_pos > mu_neg) | dissipated)
-        # in_1_2, §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
-        columns = {
-            "mu_pos": mu_pos,
-            "mu_neg": mu_neg,
-            "ratio": r,
-            "occurs": occurs,
-            "in_1_2": (r >= 1) & (r <= 2),
-        }
+        in_1_2 = (r >= 1) & (r <= 2)  # §3.1.3's "mostly between 1 and 2", of the pair (closed form: exact)
+        columns = {"mu_pos": mu_pos, "mu_neg": mu_neg, "ratio": r, "occurs": occurs, "in_1_2": in_1_2}
         frames.append(pd.DataFrame({"loss": loss, **{k: v.ravel() for k, v in columns.items()}}))
     return pd.concat(frames, ignore_index=True)
 
@@ -404,19 +398,12 @@ def hardest_negative_share(
             keep = np.ones(batches, dtype=bool)
             if gd_threshold is not None:
                 keep = gradient_dissipation("infonce", cos_pos, cos_neg, tau=tau) >= gd_threshold
-            rows.append(
-                {
-                    "tau": tau,
-                    "mu_pos": mu_pos,
-                    "mu_neg": mu_neg[index],
-                    "share": share[keep].mean() if keep.any() else np.nan,
-                    # its Monte-Carlo standard error over the kept batches (NaN with fewer than two)
-                    "share_se": share[keep].std(ddof=1) / math.sqrt(keep.sum()) if keep.sum() > 1 else np.nan,
-                    "share_all": share.mean(),
-                    "kept": keep.mean(),
-                }
-            )
-    return pd.DataFrame(rows).sort_values(["tau", "mu_neg"], ignore_index=True)
+            kept = share[keep]
+            mean = kept.mean() if len(kept) else np.nan
+            se = kept.std(ddof=1) / math.sqrt(len(kept)) if len(kept) > 1 else np.nan  # NaN under two batches
+            rows.append((tau, mu_pos, mu_neg[index], mean, se, share.mean(), keep.mean()))
+    columns = ["tau", "mu_pos", "mu_neg", "share", "share_se", "share_all", "kept"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["tau", "mu_neg"], ignore_index=True)
 
 
 #: The μ_neg values (nearest grid points) of the right panel of the share figure.
