@@ -63,24 +63,20 @@ def paradigm_grid(
                 angles = torch.arccos((z1 @ z2.T).clamp(-1, 1))
                 real_pos.append(angles.diagonal().mean().item())
                 real_neg.append(angles[~eye].mean().item())
+            means = [float(np.mean(values)) for values in (real_pos, real_neg, mass)]
             rows.append(
-                {
-                    "mu_pos": float(mu_pos),
-                    "mu_neg": float(mu_neg),
-                    "realised_pos": float(np.mean(real_pos)),
-                    "realised_neg": float(np.mean(real_neg)),
-                    "gd_mass": float(np.mean(mass)),
-                    "hardest_share": float(np.nanmean(share))
-                    if not np.all(np.isnan(share))
-                    else float("nan"),
-                    "r": float(np.nanmean(ratio)) if not np.all(np.isnan(ratio)) else float("nan"),
-                    "active": float(np.mean(active)),
-                }
+                (float(mu_pos), float(mu_neg), *means, _nanmean(share), _nanmean(ratio), np.mean(active))
             )
-    frame = pd.DataFrame(rows)
+    columns = ["mu_pos", "mu_neg", "realised_pos", "realised_neg", "gd_mass", "hardest_share", "r", "active"]
+    frame = pd.DataFrame(rows, columns=columns)
     top = frame["gd_mass"].abs().max()
     frame["gd"] = frame["gd_mass"].abs() / top if top > 0 else 0.0
     return frame
+
+
+def _nanmean(values: list[float]) -> float:
+    """The mean of ``values`` but their NaNs; NaN where all are (without numpy's warning)."""
+    return float(np.nanmean(values)) if not np.all(np.isnan(values)) else float("nan")
 
 
 def plot_paradigm(frame: pd.DataFrame, stem: str | Path, title: str) -> list[Path]:
