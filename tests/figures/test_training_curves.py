@@ -33,15 +33,8 @@ def results(tmp_path):
             records = [{"event": "start", "settings": {}}]
             for step in (10, 20):
                 records.append({"event": "train", "step": step, "loss": 3.0 - step / 10 + seed - 42})
-                records.append(
-                    {
-                        "event": "eval",
-                        "step": step,
-                        "dev_spearman": 70.0 + step,
-                        "dev_align": align,
-                        "dev_uniformity": uniform,
-                    }
-                )
+                dev = {"dev_spearman": 70.0 + step, "dev_align": align, "dev_uniformity": uniform}
+                records.append({"event": "eval", "step": step, **dev})
             log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     skipped = tmp_path / "metrics" / "nie2023" / "bert-base" / "au" / "seed42" / "senteval.json"
     skipped.parent.mkdir(parents=True)
