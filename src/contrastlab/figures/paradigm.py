@@ -112,13 +112,12 @@ def write_paradigm_figure(
     label: str | None = None,
     points: int = 12,
     batches: int = 4,
-    seed: int = 0,
 ) -> list[Path]:
     """The paradigm figure of loss ``loss_name`` (a registry name or a user loss) with ``hp``, titled
     ``label`` (default: the loss's name)."""
     built = build_loss(loss_name, **hp)
     # The paradigm is about unit vectors: every loss, a raw-input one too, gets the unit rows as they are.
-    frame = paradigm_grid(built.on_views, points=points, batches=batches, seed=seed)
+    frame = paradigm_grid(built.on_views, points=points, batches=batches)
     hp_text = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in built.hp.items())
     title = f"{label or loss_name} ({hp_text}): Li et al.'s gradient paradigm by autograd"
     return plot_paradigm(frame, stem, title)
