@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,7 +16,6 @@ from scipy.stats import norm
 from contrastlab.analysis.paradigm import paradigm_components
 from contrastlab.figures import li2024 as li
 from contrastlab.figures import nie2023 as nie
-from contrastlab.figures.style import house_style
 from contrastlab.losses import nie2023 as nie_losses
 from contrastlab.losses._common import offdiag_logsumexp
 from contrastlab.losses.catalog import DEFAULTS
@@ -143,7 +141,7 @@ def test_nie_uniform_norm_matches_autograd_of_eq29(theta_pos, theta_neg):
     assert one_negative == pytest.approx(float(expected), rel=1e-7)
 
 
-def test_nie_figure_frames_and_plots(tmp_path):
+def test_nie_figure_frames_and_plots(tmp_path, drawn):
     frame = nie.figure_frame("2a", points=15)
     assert len(frame) == 6 * 15 * 15 and frame["grad_norm"].notna().all() and (frame["grad_norm"] >= 0).all()
     assert list(frame.drop_duplicates("panel")["negatives"]) == [64, 128, 256, 512, 64, 64]
@@ -155,15 +153,12 @@ def test_nie_figure_frames_and_plots(tmp_path):
     assert (infonce[512] >= infonce[64]).all()
     # L_align and DCL do not vary along θ_ij' (the horizontal axis).
     assert frame[frame["loss"] == "dcl"].groupby("theta_pos")["grad_norm"].nunique().max() == 1
-    with house_style():
-        fig = nie.draw_gradient_norms(frame)
-        heatmaps = [ax for ax in fig.axes if ax.get_xlabel() == r"$\theta_{ij'}$"]
-        assert len(heatmaps) == 6 and len(fig.axes) == 12  # each with its colour bar
-        assert heatmaps[0].get_ylabel() == r"$\theta_{ii'}$" and "InfoNCE" in heatmaps[0].get_title()
-        plt.close(fig)
     for name in ("2a", "2b", "4"):
         frame = nie.figure_frame(name, points=15)
         assert_written(nie.plot_gradient_norms(frame, tmp_path / f"fig{name}"), frame)
+    heatmaps = [ax for ax in drawn[0].axes if ax.get_xlabel() == r"$\theta_{ij'}$"]
+    assert len(heatmaps) == 6 and len(drawn[0].axes) == 12  # each with its colour bar
+    assert heatmaps[0].get_ylabel() == r"$\theta_{ii'}$" and "InfoNCE" in heatmaps[0].get_title()
     with pytest.raises(ValueError, match="valid names"):
         nie.figure_frame("3")
 
@@ -283,18 +278,15 @@ def test_li_gd_monte_carlo_is_deterministic_and_seeded():
     assert set(first["mu_neg"].round(12)) == set(np.round(np.linspace(PI / 20, PI, 5), 12))
 
 
-def test_li_gd_plots(tmp_path):
+def test_li_gd_plots(tmp_path, drawn):
     frame = li.gd_monte_carlo(points=8, batches=20, negatives=15)
-    with house_style():
-        fig = li.draw_gd_heatmaps(frame, li.FIG2_LOSSES)
-        maps = [ax for ax in fig.axes if ax.get_xlabel() == r"$\mu_{\mathrm{neg}}$"]
-        assert len(maps) == 2 and maps[0].get_ylabel() == r"$\mu_{\mathrm{pos}}$"
-        assert "ArcCon" in maps[0].get_title() and len(fig.axes) == 3  # one shared colour bar
-        plt.close(fig)
     for stem, losses in (("fig2", li.FIG2_LOSSES), ("fig10", li.FIG10_LOSSES)):
         paths = li.plot_gd_heatmaps(frame, tmp_path / stem, losses)
         assert_written(paths, frame[frame["loss"].isin(losses)])
         assert set(pd.read_csv(paths[2])["loss"]) == set(losses)
+    maps = [ax for ax in drawn[0].axes if ax.get_xlabel() == r"$\mu_{\mathrm{neg}}$"]
+    assert len(maps) == 2 and maps[0].get_ylabel() == r"$\mu_{\mathrm{pos}}$"
+    assert "ArcCon" in maps[0].get_title() and len(drawn[0].axes) == 3  # one shared colour bar
 
 
 # --------------------------------------------------------------------------- Li Fig. 3
@@ -310,7 +302,7 @@ def test_hardest_negative_share_limits_and_monotonicity():
     assert (frame["kept"] == 1.0).all() and frame["share"].equals(frame["share_all"])
 
 
-def test_hardest_negative_share_gd_filter_and_determinism(tmp_path):
+def test_hardest_negative_share_gd_filter_and_determinism(tmp_path, drawn):
     kwargs = {"points": 6, "batches": 100, "negatives": 63}
     frame = li.hardest_negative_share(li.FIG3_TAUS, **kwargs)
     pd.testing.assert_frame_equal(frame, li.hardest_negative_share(li.FIG3_TAUS, **kwargs), check_exact=True)
@@ -320,9 +312,7 @@ def test_hardest_negative_share_gd_filter_and_determinism(tmp_path):
     assert far["kept"] == 0.0 and np.isnan(far["share"]) and 0 < far["share_all"] <= 1
     # Negatives as close as the positive: nothing is dissipated.
     assert frame[frame["mu_neg"] == frame["mu_neg"].min()]["kept"].eq(1.0).all()
-    with house_style():
-        fig = li.draw_hardest_negative_share(frame, negatives=63)
-        assert fig.axes[0].get_xlabel() == r"$\mu_{\mathrm{neg}}$" and fig.axes[1].get_xscale() == "log"
-        assert len(fig.axes[0].get_lines()) == 2 * len(li.FIG3_TAUS)
-        plt.close(fig)
     assert_written(li.plot_hardest_negative_share(frame, tmp_path / "fig3", negatives=63), frame)
+    (fig,) = drawn
+    assert fig.axes[0].get_xlabel() == r"$\mu_{\mathrm{neg}}$" and fig.axes[1].get_xscale() == "log"
+    assert len(fig.axes[0].get_lines()) == 2 * len(li.FIG3_TAUS)

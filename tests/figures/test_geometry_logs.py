@@ -214,24 +214,20 @@ def test_best_dev_and_metrics_frames_and_the_plot(tmp_path):
     assert plotted[plotted["panel"] == "weight τ"]["score"].tolist() == pytest.approx([81.5, 70.0])
 
 
-def test_fig3b_with_more_runs_than_colours_draws_each_run_apart(tmp_path, monkeypatch):
+def test_fig3b_with_more_runs_than_colours_draws_each_run_apart(tmp_path, drawn):
     """Nie Fig. 3b in the full grid draws 28 runs (4 backbones x 7 losses) with a palette of 8 colours:
     each legend entry must still look unlike every other."""
     rows = [("bert-base", f"m{i}", 42, step, "d_gap", float(i + step)) for i in range(9) for step in (0, 10)]
     frame = pd.DataFrame(rows, columns=["backbone", "method", "seed", "step", "key", "value"])
-    drawn = []
-    monkeypatch.setattr(geometry_logs, "save", lambda fig, stem, data: drawn.append(fig) or [])
     geometry_logs.plot_step_panels(frame, tmp_path / "fig3b", {"distance gap d_ij": {"d_gap": ""}})
     looks = [(h.get_color(), h.get_linestyle()) for h in drawn[0].axes[0].get_legend().legend_handles]
     assert len(looks) == 9 and len(set(looks)) == 9
 
 
-def test_fig8a_legend_never_rounds_a_share_up_to_all(tmp_path, monkeypatch):
+def test_fig8a_legend_never_rounds_a_share_up_to_all(tmp_path, drawn):
     """r = 1 meets Lemma 1 for 99.6% of the anchors: the legend must not say 100% (the demo's did)."""
     rows = [(BASE, "before training", 0.1, r, 1.0, 0.996) for r in (0.5, 1.5)]
     frame = pd.DataFrame(rows, columns=["method", "when", "lam", "r", "density", "share_r1"])
-    drawn = []
-    monkeypatch.setattr(geometry_logs, "save", lambda fig, stem, data: drawn.append(fig) or [])
     geometry_logs.plot_min_ratio(frame, tmp_path / "fig8a")
     (label,) = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
     assert "100%" not in label and "99.6%" in label

@@ -30,9 +30,7 @@ def test_sweep_frame_averages_seeds_per_rate_and_plots(tmp_path):
     assert_written(written, frame)
 
 
-def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path, monkeypatch):
-    import contrastlab.figures.oar as oar_figures
-
+def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path, drawn):
     g = torch.Generator().manual_seed(0)
     labels = torch.arange(600) % 3
     anchors = torch.eye(8)[:3] * 5
@@ -47,14 +45,8 @@ def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path, monkeypat
     assert list(a["labels"]) == sorted(a["labels"]) and a["affinity"].shape == (300, 300)
     same = a["labels"][:, None] == a["labels"][None, :]
     assert a["affinity"][same].mean() > 0.9 and abs(a["affinity"][~same].mean()) < 0.1
-    titles, real_save = [], oar_figures.save  # the affinity panels say how many: the demo has 360, not 1000
-    monkeypatch.setattr(
-        oar_figures,
-        "save",
-        lambda fig, *rest: titles.append(fig.axes[3].get_title()) or real_save(fig, *rest),
-    )
     written = plot_spectra({"InfoNCE": b, "OAR-InfoNCE": a}, tmp_path / "fig3")
-    assert "300 test images" in titles[0]
+    assert "300 test images" in drawn[0].axes[3].get_title()  # how many: the demo has 360, not 1000
     assert_nontrivial_png(written[0])
     numbers = pd.read_csv(written[2])
     assert set(numbers["encoder"]) == {"InfoNCE", "OAR-InfoNCE"} and len(numbers) == 16
@@ -65,11 +57,9 @@ def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path, monkeypat
     assert list(numbers[numbers["encoder"] == "infonce-lr1.0"]["effective_rank"]) == ["diverged"]
 
 
-def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatch):
+def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, drawn):
     """A rate whose FFN diverged (NaN scores in the metrics frame) is no point on the accuracy curve:
     a cross on the panel's bottom edge and "FFN diverged" in the legend; the CSV counts it."""
-    import contrastlab.figures.oar as oar_figures
-
     rows = []
     for lr, score in ((0.01, 40.0), (0.1, 35.0), (1.0, float("nan"))):
         rows += [
@@ -80,29 +70,19 @@ def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatc
     frame = sweep_frame(metrics, "oar_cifar10", "lr", [0.01, 0.1, 1.0], ["ffn10_top1", "embedding_variance"])
     point = frame.set_index(["key", "value"]).loc[("ffn10_top1", 1.0)]
     assert np.isnan(point["mean"]) and point["n_seeds"] == 0 and point["n_diverged"] == 1
-    saved = {}
-    real_save = oar_figures.save
-
-    def capture(fig, stem, data):
-        saved["fig"] = fig
-        return real_save(fig, stem, data)
-
-    monkeypatch.setattr(oar_figures, "save", capture)
     written = plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=["ffn10_top1"])
-    legend = [t.get_text() for t in saved["fig"].legends[0].get_texts()]
+    legend = [t.get_text() for t in drawn[0].legends[0].get_texts()]
     assert "FFN diverged (no accuracy)" in legend
-    accuracy_axis = saved["fig"].axes[0]
+    accuracy_axis = drawn[0].axes[0]
     crosses = [line for line in accuracy_axis.lines if line.get_marker() == "x"]
     assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1.0]
     assert list(crosses[0].get_ydata()) == [0.0]  # the bottom edge (axes units), not an accuracy of 0
     assert pd.read_csv(written[2])["n_diverged"].sum() == 1
 
 
-def test_lr_sweep_tells_an_encoder_that_diverged_from_an_ffn_that_did(tmp_path, monkeypatch):
+def test_lr_sweep_tells_an_encoder_that_diverged_from_an_ffn_that_did(tmp_path, drawn):
     """An encoder that diverged has no score on any panel (its variance too): marked "+", "encoder
     diverged" in the legend; a rate where only the FFN diverged stays "x", "FFN diverged"."""
-    import contrastlab.figures.oar as oar_figures
-
     nan = float("nan")
     points = ((0.01, 40.0, 1.0), (0.1, nan, 0.5), (1.0, nan, nan))  # lr 0.1: the FFN; lr 1: the encoder
     rows = [
@@ -112,8 +92,6 @@ def test_lr_sweep_tells_an_encoder_that_diverged_from_an_ffn_that_did(tmp_path, 
     ]
     metrics = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
     frame = sweep_frame(metrics, "m", "lr", [0.01, 0.1, 1.0], ["ffn10_top1", "embedding_variance"])
-    drawn = []
-    monkeypatch.setattr(oar_figures, "save", lambda fig, stem, data: drawn.append(fig) or [])
     plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=["ffn10_top1"])
     legend = [t.get_text() for t in drawn[0].legends[0].get_texts()]
     assert legend[-2:] == ["FFN diverged (no accuracy)", "encoder diverged (no embeddings)"]
@@ -127,17 +105,13 @@ def test_lr_sweep_tells_an_encoder_that_diverged_from_an_ffn_that_did(tmp_path, 
     assert marks(drawn[0].axes[1]) == {1.0: "+"}  # variance
 
 
-def test_lr_sweep_variance_stays_on_a_log_axis_when_an_encoder_diverged(tmp_path, monkeypatch):
+def test_lr_sweep_variance_stays_on_a_log_axis_when_an_encoder_diverged(tmp_path, drawn):
     """An encoder that diverged has no embedding_variance (NaN, evaluation.vision.diverged_encoder_metrics):
     the other rates' variances still span orders of magnitude, on OAR Fig. 2's log axis."""
-    import contrastlab.figures.oar as oar_figures
-
     rows = [("infonce", "infonce", False, lr, "embedding_variance", v, 1, int(v != v)) for lr, v in VARIANCES]
     frame = pd.DataFrame(
         rows, columns=["method", "loss", "oar", "value", "key", "mean", "n_seeds", "n_diverged"]
     )
-    drawn = []
-    monkeypatch.setattr(oar_figures, "save", lambda fig, stem, data: drawn.append(fig) or [])
     plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=[])
     assert drawn[0].axes[0].get_yscale() == "log"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from contrastlab.figures.paradigm import GD_THRESHOLD, paradigm_grid, write_paradigm_figure
+from contrastlab.figures.paradigm import GD_THRESHOLD, paradigm_grid, plot_paradigm, write_paradigm_figure
 from contrastlab.losses import build_loss
 
 
@@ -28,15 +28,11 @@ def test_the_figure_is_written_with_its_numbers(tmp_path):
     assert (tmp_path / "mpt.png").stat().st_size > 5000
 
 
-def test_a_constant_ratio_is_drawn_as_one_colour_not_as_its_rounding_noise(tmp_path, monkeypatch):
+def test_a_constant_ratio_is_drawn_as_one_colour_not_as_its_rounding_noise(tmp_path, drawn):
     """InfoNCE's R is 1 up to autograd's last digits: its panel's colour scale must not stretch those
     digits over the whole colour map (one cell bright, a colour bar reading 1.0000000000000)."""
-    from contrastlab.figures import paradigm
-
     frame = paradigm_grid(build_loss("infonce", tau=0.2).on_views, points=3, batches=1, n=8, seed=1)
     frame["r"] = 1.0 + 1e-10 * np.arange(len(frame))
-    drawn = []
-    monkeypatch.setattr(paradigm, "save", lambda fig, stem, data: drawn.append(fig) or [])
-    paradigm.plot_paradigm(frame, tmp_path / "p", "infonce")
+    plot_paradigm(frame, tmp_path / "p", "infonce")
     low, high = drawn[0].axes[2].collections[0].get_clim()
     assert high - low > 0.1 and low < 1.0 < high

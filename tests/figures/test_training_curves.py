@@ -7,6 +7,7 @@ import json
 import pytest
 
 from contrastlab.figures.training_curves import (
+    CURVE_SERIES,
     alignment_uniformity_frame,
     curves_frame,
     plot_alignment_uniformity,
@@ -32,15 +33,8 @@ def results(tmp_path):
             records = [{"event": "start", "settings": {}}]
             for step in (10, 20):
                 records.append({"event": "train", "step": step, "loss": 3.0 - step / 10 + seed - 42})
-                records.append(
-                    {
-                        "event": "eval",
-                        "step": step,
-                        "dev_spearman": 70.0 + step,
-                        "dev_align": align,
-                        "dev_uniformity": uniform,
-                    }
-                )
+                dev = {"dev_spearman": 70.0 + step, "dev_align": align, "dev_uniformity": uniform}
+                records.append({"event": "eval", "step": step, **dev})
             log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     skipped = tmp_path / "metrics" / "nie2023" / "bert-base" / "au" / "seed42" / "senteval.json"
     skipped.parent.mkdir(parents=True)
@@ -74,16 +68,10 @@ def test_training_curves_average_seeds_per_step(results, tmp_path):
     assert loss["value"].tolist() == pytest.approx([2.5, 1.5])  # mean of seeds 42 and 43 at steps 10, 20
 
 
-def test_each_training_curve_panel_is_titled_by_its_series_and_each_line_by_its_run(
-    results, tmp_path, monkeypatch
-):
-    from contrastlab.figures import training_curves
-
-    drawn = []
-    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
-    training_curves.plot_training_curves(curves_frame(results / "checkpoints", "nie2023"), tmp_path / "c")
+def test_each_training_curve_panel_is_titled_by_its_series_and_each_line_by_its_run(results, tmp_path, drawn):
+    plot_training_curves(curves_frame(results / "checkpoints", "nie2023"), tmp_path / "c")
     (fig,) = drawn
-    assert [ax.get_title() for ax in fig.axes] == list(training_curves.CURVE_SERIES.values())
+    assert [ax.get_title() for ax in fig.axes] == list(CURVE_SERIES.values())
     assert [text.get_text() for text in fig.legends[0].get_texts()] == ["cl (bert-base)", "dcl (bert-base)"]
 
 
@@ -101,16 +89,7 @@ def test_paper_figures_read_configured_cells_never_search_points(tmp_path):
 CURVE_COLUMNS = ["backbone", "method", "seed", "step", "series", "value"]
 
 
-def _drawn_curves(frame, tmp_path, monkeypatch):
-    from contrastlab.figures import training_curves
-
-    drawn = []
-    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
-    training_curves.plot_training_curves(frame, tmp_path / "c")
-    return drawn[0]
-
-
-def test_more_runs_than_colours_still_draw_each_run_apart(tmp_path, monkeypatch):
+def test_more_runs_than_colours_still_draw_each_run_apart(tmp_path, drawn):
     """Nie's grid has 28 runs (4 backbones x 7 losses), the palette 8 colours: a run past the eighth
     takes another line style, so no two legend entries look alike."""
     import pandas as pd
@@ -120,14 +99,12 @@ def test_more_runs_than_colours_still_draw_each_run_apart(tmp_path, monkeypatch)
         for i in range(9)
         for step in (1, 2)
     ]
-    fig = _drawn_curves(pd.DataFrame(rows, columns=CURVE_COLUMNS), tmp_path, monkeypatch)
-    looks = [(h.get_color(), h.get_linestyle()) for h in fig.legends[0].legend_handles]
+    plot_training_curves(pd.DataFrame(rows, columns=CURVE_COLUMNS), tmp_path / "c")
+    looks = [(h.get_color(), h.get_linestyle()) for h in drawn[0].legends[0].legend_handles]
     assert len(looks) == 9 and len(set(looks)) == 9
 
 
-def test_a_dev_panel_left_empty_with_the_probe_on_names_the_dev_split_not_analysis_every(
-    tmp_path, monkeypatch
-):
+def test_a_dev_panel_left_empty_with_the_probe_on_names_the_dev_split_not_analysis_every(tmp_path, drawn):
     """The demo logs the training probe (analysis_every on) but its STS-B dev fixture has fewer sentences
     than one analysis_batch, so no dev L_cl: its panel must not blame analysis_every."""
     import pandas as pd
@@ -135,20 +112,16 @@ def test_a_dev_panel_left_empty_with_the_probe_on_names_the_dev_split_not_analys
     rows = [
         ("tiny-bert", "cl", 42, 0, series, 1.0) for series in ("training loss (batch)", "train L_cl (probe)")
     ]
-    fig = _drawn_curves(pd.DataFrame(rows, columns=CURVE_COLUMNS), tmp_path, monkeypatch)
-    notes = {ax.get_title(): " ".join(t.get_text() for t in ax.texts) for ax in fig.axes}
+    plot_training_curves(pd.DataFrame(rows, columns=CURVE_COLUMNS), tmp_path / "c")
+    notes = {ax.get_title(): " ".join(t.get_text() for t in ax.texts) for ax in drawn[0].axes}
     assert "analysis_every off" not in notes["dev L_cl (dropout views)"]
     assert "analysis_batch" in notes["dev L_cl (dropout views)"]
     assert notes["dev ℓ_align"] == "not logged"  # an eval series: analysis_every has no say in it
 
 
-def test_fig1a_legend_names_the_backbones_by_marker_in_no_score_colour(results, tmp_path, monkeypatch):
+def test_fig1a_legend_names_the_backbones_by_marker_in_no_score_colour(results, tmp_path, drawn):
     """Colour is STS.Avg: a backbone's legend marker drawn in its first point's score colour reads as a
     colour per backbone, and, with one point, as a second point beside it."""
-    from contrastlab.figures import training_curves
-
-    drawn = []
-    monkeypatch.setattr(training_curves, "save", lambda fig, stem, data: drawn.append(fig) or [])
     plot_alignment_uniformity(alignment_uniformity_frame(results / "metrics", "nie2023"), tmp_path / "au")
     (handle,) = drawn[0].axes[0].get_legend().legend_handles
     assert handle.get_array() is None and len({tuple(c) for c in handle.get_facecolor()}) == 1

@@ -14,15 +14,9 @@ PARTS = dict(zip(STEPS, [-1.25, 0.0, 0.5, 0.0, 0.000004], strict=True))
 
 def _write_bridge(results: Results, place: str) -> None:
     folder = results.mteb(place)
-    task = {
-        "mteb_task": "STSBenchmark",
-        "senteval": 80.0,
-        "mteb": 80.0 + sum(PARTS.values()),
-        "total": sum(PARTS.values()),
-        "parts": PARTS,
-        "chain": {},
-        "counts": {},
-    }
+    total = sum(PARTS.values())
+    task = {"mteb_task": "STSBenchmark", "senteval": 80.0, "mteb": 80.0 + total, "total": total}
+    task |= {"parts": PARTS, "chain": {}, "counts": {}}
     bridge = {"tasks": {"STSBenchmark": task}, "sentence_transformers": {"STSBenchmark": task["mteb"]}}
     Path(folder).mkdir(parents=True)
     Path(folder, BRIDGE_FILE).write_text(json.dumps(bridge))

@@ -104,16 +104,11 @@ def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     the probe before training (the backbone: step 0) and at the last step, mean over seeds."""
     part = frame[(frame["method"] == BASELINE) & frame["key"].str.startswith("share.")].copy()
     part["tau"] = part["key"].str.removeprefix("share.").astype(float)
-    rows = []
-    for (backbone, seed), cell in part.groupby(["backbone", "seed"]):
-        for when, step in (("before training", cell["step"].min()), ("after training", cell["step"].max())):
-            at = cell[cell["step"] == step]
-            rows += [
-                {"backbone": backbone, "seed": seed, "when": when, "step": step, "tau": t, "share": v}
-                for t, v in zip(at["tau"], at["value"], strict=True)
-            ]
-    data = pd.DataFrame(rows, columns=["backbone", "seed", "when", "step", "tau", "share"])
-    mean = data.groupby(["backbone", "when", "tau"], as_index=False)["share"].mean()
+    steps = part.groupby(["backbone", "seed"])["step"]
+    ends = [("before training", steps.transform("min")), ("after training", steps.transform("max"))]
+    data = pd.concat([part[part["step"] == step].assign(when=when) for when, step in ends])
+    mean = data.groupby(["backbone", "when", "tau"], as_index=False)["value"].mean()
+    mean = mean.rename(columns={"value": "share"})
     with house_style():
         fig, axes = figure(1, 1, width="column", aspect=0.8)
         ax = axes[0, 0]

@@ -65,9 +65,7 @@ __all__ = [
     "grid",
     "gd_monte_carlo",
     "hardest_negative_share",
-    "draw_gd_heatmaps",
     "plot_gd_heatmaps",
-    "draw_hardest_negative_share",
     "plot_hardest_negative_share",
     "ratio_grid",
     "plot_ratio_grid",
@@ -191,7 +189,6 @@ def gd_monte_carlo(
     sigma_pos: float = SIGMA_POS,
     sigma_neg: float = SIGMA_NEG,
     seed: int = 0,
-    hp: Mapping[str, Mapping[str, float]] | None = None,
     chunk: int = 4,
 ) -> pd.DataFrame:
     """Monte-Carlo mean of Li Table 1's GD over (μ_pos, μ_neg) pairs (Li §3.1.1, Fig. 2 and 10), as the
@@ -202,9 +199,7 @@ def gd_monte_carlo(
     gd_se, its Monte-Carlo standard error (the batches' sample std over √batches; 0 where every batch
     gives the same value). Bit-identical whatever ``chunk``; docs/measured.md has the full scale's time.
     """
-    hp = hp or {}
-    # validate before sampling
-    params = [checked_hp(loss, hp.get(loss, {}), TABLE1_LOSSES) for loss in losses]
+    params = [checked_hp(loss, {}, TABLE1_LOSSES) for loss in losses]  # validate before sampling
     n_pos, n_neg = (points, points) if isinstance(points, int) else points
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
@@ -288,28 +283,22 @@ def _mu_axes(ax, title: str) -> None:
     pi_ticks(ax.yaxis, _MU_POS_TICKS)
 
 
-def draw_gd_heatmaps(frame: pd.DataFrame, losses: Sequence[str] | None = None):
-    """One heatmap per loss of :func:`gd_monte_carlo`'s frame: μ_neg horizontal, μ_pos vertical, the mean
-    GD in colour on a shared 0-1 scale (Li Fig. 2 / Fig. 10). Call inside ``house_style()``."""
-    losses = list(losses or dict.fromkeys(frame["loss"]))
-    fig, axes = figure(1, len(losses), width="page" if len(losses) > 1 else "column", aspect=0.75)
-    for ax, loss in zip(axes.flat, losses, strict=True):
-        rows = frame[frame["loss"] == loss]
-        if rows.empty:
-            raise ValueError(f"no rows for loss {loss!r} in the frame")
-        mesh = heatmap(ax, rows, "gd", index="mu_pos", columns="mu_neg", vmin=0.0, vmax=1.0)
-        _mu_axes(ax, f"{_LABELS.get(loss, loss)} ({_hp_text(loss)})")
-    fig.colorbar(mesh, ax=list(axes.flat), label="mean gradient dissipation GD", fraction=0.05, pad=0.02)
-    return fig
-
-
 def plot_gd_heatmaps(
     frame: pd.DataFrame, stem: str | Path, losses: Sequence[str] | None = None
 ) -> list[Path]:
-    """:func:`draw_gd_heatmaps` in the house style, written to ``stem``.png/.pdf/.csv (the plotted rows)."""
+    """One heatmap per loss of :func:`gd_monte_carlo`'s frame: μ_neg horizontal, μ_pos vertical, the mean
+    GD in colour on a shared 0-1 scale (Li Fig. 2 / Fig. 10), in the house style, written to
+    ``stem``.png/.pdf/.csv (the plotted rows)."""
     losses = list(losses or dict.fromkeys(frame["loss"]))
     with house_style():
-        fig = draw_gd_heatmaps(frame, losses)
+        fig, axes = figure(1, len(losses), width="page" if len(losses) > 1 else "column", aspect=0.75)
+        for ax, loss in zip(axes.flat, losses, strict=True):
+            rows = frame[frame["loss"] == loss]
+            if rows.empty:
+                raise ValueError(f"no rows for loss {loss!r} in the frame")
+            mesh = heatmap(ax, rows, "gd", index="mu_pos", columns="mu_neg", vmin=0.0, vmax=1.0)
+            _mu_axes(ax, f"{_LABELS.get(loss, loss)} ({_hp_text(loss)})")
+        fig.colorbar(mesh, ax=list(axes.flat), label="mean gradient dissipation GD", fraction=0.05, pad=0.02)
         return save(fig, stem, frame[frame["loss"].isin(losses)].reset_index(drop=True))
 
 
@@ -320,11 +309,11 @@ FIG4_MAT_MARGIN = 0.15 * math.pi
 FIG4_GD_THRESHOLD = 0.01
 
 
-def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFrame:
+def ratio_grid(points: int = POINTS) -> pd.DataFrame:
     """Li Fig. 4: the dynamic ratio R of ArcCon, MET and MAT at θ_ii' = μ_pos, θ_ij' = μ_neg over the
     §3.1 grid (no sampling: the authors evaluate the closed forms at the grid's angles), and whether the
     pair ``occurs`` in training: not when μ_pos > μ_neg (the positive is always the nearer), nor where the
-    loss's gradient has dissipated (ArcCon: GD with ``negatives`` negatives at μ_neg below 0.01; MET:
+    loss's gradient has dissipated (ArcCon: GD with :data:`NEGATIVES` negatives at μ_neg below 0.01; MET:
     distance gap ≥ m; MAT: angle gap ≥ m).
 
     ======== ============================================= ==========================
@@ -337,7 +326,7 @@ def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFr
     arccon = DEFAULTS["arccon"]
     chord_pos, chord_neg = _chord(np.cos(mu_pos)), _chord(np.cos(mu_neg))
     arccon_gd = expit(
-        np.log(negatives) + np.cos(mu_neg) / arccon["tau"] - np.cos(mu_pos + arccon["u"]) / arccon["tau"]
+        np.log(NEGATIVES) + np.cos(mu_neg) / arccon["tau"] - np.cos(mu_pos + arccon["u"]) / arccon["tau"]
     )
     values = {
         "arccon": (np.sin(mu_pos + arccon["u"]) / np.sin(mu_pos), arccon_gd < FIG4_GD_THRESHOLD),
@@ -347,14 +336,8 @@ def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFr
     frames = []
     for loss, (r, dissipated) in values.items():
         occurs = ~((mu_pos > mu_neg) | dissipated)
-        # in_1_2, §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
-        columns = {
-            "mu_pos": mu_pos,
-            "mu_neg": mu_neg,
-            "ratio": r,
-            "occurs": occurs,
-            "in_1_2": (r >= 1) & (r <= 2),
-        }
+        in_1_2 = (r >= 1) & (r <= 2)  # §3.1.3's "mostly between 1 and 2", of the pair (closed form: exact)
+        columns = {"mu_pos": mu_pos, "mu_neg": mu_neg, "ratio": r, "occurs": occurs, "in_1_2": in_1_2}
         frames.append(pd.DataFrame({"loss": loss, **{k: v.ravel() for k, v in columns.items()}}))
     return pd.concat(frames, ignore_index=True)
 
@@ -415,60 +398,12 @@ def hardest_negative_share(
             keep = np.ones(batches, dtype=bool)
             if gd_threshold is not None:
                 keep = gradient_dissipation("infonce", cos_pos, cos_neg, tau=tau) >= gd_threshold
-            rows.append(
-                {
-                    "tau": tau,
-                    "mu_pos": mu_pos,
-                    "mu_neg": mu_neg[index],
-                    "share": share[keep].mean() if keep.any() else np.nan,
-                    # its Monte-Carlo standard error over the kept batches (NaN with fewer than two)
-                    "share_se": share[keep].std(ddof=1) / math.sqrt(keep.sum()) if keep.sum() > 1 else np.nan,
-                    "share_all": share.mean(),
-                    "kept": keep.mean(),
-                }
-            )
-    return pd.DataFrame(rows).sort_values(["tau", "mu_neg"], ignore_index=True)
-
-
-def draw_hardest_negative_share(
-    frame: pd.DataFrame, *, negatives: int = NEGATIVES, taus: Sequence[float] = FIG3_TAUS
-):
-    """Two panels of :func:`hardest_negative_share`'s frame.
-
-    Left (Li Fig. 3): the share against μ_neg, one colour per τ of ``taus`` found in the frame (all of
-    the frame's when none is), solid over the batches whose gradient has not dissipated (``share``,
-    gaps where none is left), dotted over all batches (``share_all``). Right: the share over all
-    batches against τ (log scale) at four μ_neg, with the uniform share 1/``negatives`` dashed.
-    Call inside ``house_style()``.
-    """
-    fig, axes = figure(1, 2, width="page", aspect=0.8)
-    left, right = axes[0]
-    present = frame["tau"].unique()
-    taus = sorted([t for t in present if np.isclose(t, taus).any()] or present, reverse=True)
-    for k, tau in enumerate(taus):
-        rows = frame[frame["tau"] == tau]
-        colour = PALETTE[k % len(PALETTE)]
-        line(left, rows, "mu_neg", "share", k, rf"$\tau$={tau:g}", linestyle=LINESTYLES[0])
-        left.plot(rows["mu_neg"], rows["share_all"], color=colour, linestyle=LINESTYLES[1], linewidth=0.9)
-    left.set(xlabel=r"$\mu_{\mathrm{neg}}$", ylabel="hardest negative's share of W", ylim=(0.0, 1.02))
-    pi_ticks(left.xaxis, _MU_NEG_TICKS)
-    left.legend(
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.2),
-        ncols=3,
-        title=r"solid: batches with GD $\geq$ 0.01; dotted: all batches",
-        title_fontsize=6,
-    )
-    mu_values = np.sort(frame["mu_neg"].unique())
-    marks = sorted({float(mu_values[np.abs(mu_values - target).argmin()]) for target in _SHARE_MARKS})
-    for k, mu in enumerate(marks):
-        label = rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$"
-        line(right, frame[frame["mu_neg"] == mu].sort_values("tau"), "tau", "share_all", k, label, marker="o")
-    right.axhline(1.0 / negatives, color=PALETTE[-1], linestyle=LINESTYLES[2], linewidth=0.8, label="1/K")
-    right.set(xscale="log", xlabel=r"temperature $\tau$")
-    right.set(ylabel="hardest negative's share of W (all batches)", ylim=(0.0, 1.02))
-    right.legend(loc="upper right")
-    return fig
+            kept = share[keep]
+            mean = kept.mean() if len(kept) else np.nan
+            se = kept.std(ddof=1) / math.sqrt(len(kept)) if len(kept) > 1 else np.nan  # NaN under two batches
+            rows.append((tau, mu_pos, mu_neg[index], mean, se, share.mean(), keep.mean()))
+    columns = ["tau", "mu_pos", "mu_neg", "share", "share_se", "share_all", "kept"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["tau", "mu_neg"], ignore_index=True)
 
 
 #: The μ_neg values (nearest grid points) of the right panel of the share figure.
@@ -478,9 +413,51 @@ _SHARE_MARKS = (math.pi / 4, math.pi / 2, 3 * math.pi / 4, math.pi)
 def plot_hardest_negative_share(
     frame: pd.DataFrame, stem: str | Path, *, negatives: int = NEGATIVES
 ) -> list[Path]:
-    """:func:`draw_hardest_negative_share` in the house style, written to ``stem``.png/.pdf/.csv."""
+    """Two panels of :func:`hardest_negative_share`'s frame in the house style, written to
+    ``stem``.png/.pdf/.csv.
+
+    Left (Li Fig. 3): the share against μ_neg, one colour per τ of :data:`FIG3_TAUS` found in the frame
+    (all of the frame's when none is), solid over the batches whose gradient has not dissipated
+    (``share``, gaps where none is left), dotted over all batches (``share_all``). Right: the share over
+    all batches against τ (log scale) at four μ_neg, with the uniform share 1/``negatives`` dashed.
+    """
     with house_style():
-        return save(draw_hardest_negative_share(frame, negatives=negatives), stem, frame)
+        fig, axes = figure(1, 2, width="page", aspect=0.8)
+        left, right = axes[0]
+        present = frame["tau"].unique()
+        taus = sorted([t for t in present if np.isclose(t, FIG3_TAUS).any()] or present, reverse=True)
+        for k, tau in enumerate(taus):
+            rows = frame[frame["tau"] == tau]
+            colour = PALETTE[k % len(PALETTE)]
+            line(left, rows, "mu_neg", "share", k, rf"$\tau$={tau:g}", linestyle=LINESTYLES[0])
+            left.plot(rows["mu_neg"], rows["share_all"], color=colour, linestyle=LINESTYLES[1], linewidth=0.9)
+        left.set(xlabel=r"$\mu_{\mathrm{neg}}$", ylabel="hardest negative's share of W", ylim=(0.0, 1.02))
+        pi_ticks(left.xaxis, _MU_NEG_TICKS)
+        left.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncols=3,
+            title=r"solid: batches with GD $\geq$ 0.01; dotted: all batches",
+            title_fontsize=6,
+        )
+        mu_values = np.sort(frame["mu_neg"].unique())
+        marks = sorted({float(mu_values[np.abs(mu_values - target).argmin()]) for target in _SHARE_MARKS})
+        for k, mu in enumerate(marks):
+            label = rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$"
+            line(
+                right,
+                frame[frame["mu_neg"] == mu].sort_values("tau"),
+                "tau",
+                "share_all",
+                k,
+                label,
+                marker="o",
+            )
+        right.axhline(1.0 / negatives, color=PALETTE[-1], linestyle=LINESTYLES[2], linewidth=0.8, label="1/K")
+        right.set(xscale="log", xlabel=r"temperature $\tau$")
+        right.set(ylabel="hardest negative's share of W (all batches)", ylim=(0.0, 1.02))
+        right.legend(loc="upper right")
+        return save(fig, stem, frame)
 
 
 # ------------------------------------------------------------------ the figures, as the record names them

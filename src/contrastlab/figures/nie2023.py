@@ -30,9 +30,9 @@ Negative counts (§3.2): Fig. 2a's four leftmost InfoNCE panels take App. A.3's 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +56,6 @@ __all__ = [
     "uniformity_gradient_norm",
     "gradient_norm_frame",
     "figure_frame",
-    "draw_gradient_norms",
     "plot_gradient_norms",
 ]
 
@@ -98,7 +97,7 @@ _SYMBOLS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Panel:
     """One heatmap: the ``part`` ("alignment" | "uniformity") of ``loss``'s gradient norm with
     ``negatives`` negatives per anchor, in Nie figure ``figure`` ("2a", "2b" or "4")."""
@@ -109,21 +108,23 @@ class Panel:
     negatives: int = PANEL_NEGATIVES
 
 
-def _panels(counts: Sequence[int] = NEGATIVE_COUNTS) -> dict[str, tuple[Panel, ...]]:
-    fig2a = tuple(Panel("2a", "infonce", "alignment", k) for k in counts) + (
-        Panel("2a", "align_uniform", "alignment"),
-        Panel("2a", "dcl", "alignment"),
-    )
-    fig2b = tuple(Panel("2b", loss, "alignment") for loss in ("dcl_plus", "mpt", "met", "mat"))
-    fig4 = tuple(Panel("4", "infonce", "uniformity", k) for k in counts) + tuple(
-        Panel("4", loss, "uniformity") for loss in ("align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
-    )
-    return {"2a": fig2a, "2b": fig2b, "4": fig4}
-
-
 #: The panels of each figure, left to right: Fig. 2a (InfoNCE at 64/128/256/512 negatives, L_align,
 #: DCL), Fig. 2b (DCL+, MPT, MET, MAT), Fig. 4 (the uniformity part of all of them).
-FIGURES: dict[str, tuple[Panel, ...]] = _panels()
+FIGURES: dict[str, tuple[Panel, ...]] = {
+    "2a": (
+        *(Panel("2a", "infonce", "alignment", k) for k in NEGATIVE_COUNTS),
+        Panel("2a", "align_uniform", "alignment"),
+        Panel("2a", "dcl", "alignment"),
+    ),
+    "2b": tuple(Panel("2b", loss, "alignment") for loss in ("dcl_plus", "mpt", "met", "mat")),
+    "4": (
+        *(Panel("4", "infonce", "uniformity", k) for k in NEGATIVE_COUNTS),
+        *(
+            Panel("4", loss, "uniformity")
+            for loss in ("align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
+        ),
+    ),
+}
 
 
 def checked_hp(loss: str, hp: Mapping[str, float], losses: Sequence[str]) -> dict[str, float]:
@@ -247,93 +248,67 @@ def _hinge_norm(loss: str, theta):
     return np.ones_like(theta)
 
 
-def gradient_norm_frame(
-    panels: Sequence[Panel], *, points: int = POINTS, hp: Mapping[str, Mapping[str, float]] | None = None
-) -> pd.DataFrame:
+def gradient_norm_frame(panels: Sequence[Panel], *, points: int = POINTS) -> pd.DataFrame:
     """The gradient norm of every panel on a ``points`` x ``points`` grid of (θ_ii', θ_ij') in [0, π]².
 
     Returns a tidy frame, one row per panel and grid point: figure, panel (position, 0-based),
-    loss, part, negatives, theta_pos (θ_ii'), theta_neg (θ_ij'), grad_norm. ``hp`` overrides the
-    Table 2 hyperparameters per loss name.
+    loss, part, negatives, theta_pos (θ_ii'), theta_neg (θ_ij'), grad_norm (Table 2's hyperparameters).
     """
     if points < 2:
         raise ValueError(f"points must be >= 2, got {points}")
-    hp = hp or {}
     grid = np.linspace(0.0, math.pi, points)
     tp, tn = np.meshgrid(grid, grid, indexing="ij")
+    angles = {"theta_pos": tp.ravel(), "theta_neg": tn.ravel()}
     frames = []
     for index, panel in enumerate(panels):
         if panel.part not in ("alignment", "uniformity"):
             raise ValueError(f"part must be 'alignment' or 'uniformity', got {panel.part!r}")
         fn = alignment_gradient_norm if panel.part == "alignment" else uniformity_gradient_norm
-        norm = fn(panel.loss, tp, tn, negatives=panel.negatives, **hp.get(panel.loss, {}))
-        frames.append(
-            pd.DataFrame(
-                {
-                    "figure": panel.figure,
-                    "panel": index,
-                    "loss": panel.loss,
-                    "part": panel.part,
-                    "negatives": panel.negatives,
-                    "theta_pos": tp.ravel(),
-                    "theta_neg": tn.ravel(),
-                    "grad_norm": np.asarray(norm, np.float64).ravel(),
-                }
-            )
-        )
+        norm = np.asarray(fn(panel.loss, tp, tn, negatives=panel.negatives), np.float64).ravel()
+        # figure, panel (its position), loss, part, negatives: asdict's figure keeps the first place
+        keys = {"figure": panel.figure, "panel": index, **dataclasses.asdict(panel)}
+        frames.append(pd.DataFrame({**keys, **angles, "grad_norm": norm}))
     return pd.concat(frames, ignore_index=True)
 
 
-def figure_frame(
-    name: str,
-    *,
-    points: int = POINTS,
-    negative_counts: Sequence[int] = NEGATIVE_COUNTS,
-    hp: Mapping[str, Mapping[str, float]] | None = None,
-) -> pd.DataFrame:
+def figure_frame(name: str, *, points: int = POINTS) -> pd.DataFrame:
     """:func:`gradient_norm_frame` of Nie Fig. ``name`` ("2a", "2b" or "4", panels as :data:`FIGURES`)."""
-    panels = _panels(negative_counts)
-    if name not in panels:
-        raise ValueError(f"unknown figure {name!r}; valid names: {', '.join(panels)}")
-    return gradient_norm_frame(panels[name], points=points, hp=hp)
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; valid names: {', '.join(FIGURES)}")
+    return gradient_norm_frame(FIGURES[name], points=points)
 
 
 _TICKS = ((0.0, "0"), (math.pi / 2, r"$\pi/2$"), (math.pi, r"$\pi$"))
 
 
-def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
+def plot_gradient_norms(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """The heatmaps of ``frame`` (one per panel, in panel order): θ_ij' horizontal, θ_ii' vertical,
-    each with its own colour bar labelled with the paper's symbol (1/‖h_i‖ omitted). Returns the
-    figure; call inside :func:`contrastlab.figures.style.house_style`."""
-    panels = frame.drop_duplicates("panel").sort_values("panel")
-    count = len(panels)
-    ncols = ncols or math.ceil(count / math.ceil(count / 5))  # 6 panels: 2 x 3, 4: 1 x 4, 10: 2 x 5
-    nrows = math.ceil(count / ncols)
-    fig, axes = figure(nrows, ncols, width="page", aspect=0.9 if ncols < 5 else 0.75)
-    for ax in axes.flat[count:]:
-        ax.set_axis_off()
-    for position, (ax, panel) in enumerate(zip(axes.flat, panels.itertuples(), strict=False)):
-        rows = frame[frame["panel"] == panel.panel]
-        mesh = heatmap(ax, rows, "grad_norm", index="theta_pos", columns="theta_neg")
-        bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
-        bar.set_label(_SYMBOLS[(panel.loss, panel.part)])
-        bar.ax.tick_params(labelsize=5)
-        name = _LABELS[panel.loss] if panel.loss != "align_uniform" else _AU_LABELS[panel.part]
-        ax.set_title(f"{name}, K={panel.negatives}", fontsize=7 if ncols < 5 else 6)
-        ax.set_xlabel(r"$\theta_{ij'}$")
-        if position % ncols == 0:  # one y label per row leaves the panels room
-            ax.set_ylabel(r"$\theta_{ii'}$")
-        ax.set_aspect("equal")
-        ax.grid(False)
-        pi_ticks(ax.xaxis, _TICKS)
-        pi_ticks(ax.yaxis, _TICKS)
-    return fig
-
-
-def plot_gradient_norms(frame: pd.DataFrame, stem: str | Path, *, ncols: int | None = None) -> list[Path]:
-    """Draw :func:`draw_gradient_norms` in the house style and write ``stem``.png/.pdf/.csv (``frame``)."""
+    each with its own colour bar labelled with the paper's symbol (1/‖h_i‖ omitted), in the house style,
+    written to ``stem``.png/.pdf/.csv (``frame``)."""
     with house_style():
-        return save(draw_gradient_norms(frame, ncols=ncols), stem, frame)
+        panels = frame.drop_duplicates("panel").sort_values("panel")
+        count = len(panels)
+        ncols = math.ceil(count / math.ceil(count / 5))  # 6 panels: 2 x 3, 4: 1 x 4, 10: 2 x 5
+        nrows = math.ceil(count / ncols)
+        fig, axes = figure(nrows, ncols, width="page", aspect=0.9 if ncols < 5 else 0.75)
+        for ax in axes.flat[count:]:
+            ax.set_axis_off()
+        for position, (ax, panel) in enumerate(zip(axes.flat, panels.itertuples(), strict=False)):
+            rows = frame[frame["panel"] == panel.panel]
+            mesh = heatmap(ax, rows, "grad_norm", index="theta_pos", columns="theta_neg")
+            bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
+            bar.set_label(_SYMBOLS[(panel.loss, panel.part)])
+            bar.ax.tick_params(labelsize=5)
+            name = _LABELS[panel.loss] if panel.loss != "align_uniform" else _AU_LABELS[panel.part]
+            ax.set_title(f"{name}, K={panel.negatives}", fontsize=7 if ncols < 5 else 6)
+            ax.set_xlabel(r"$\theta_{ij'}$")
+            if position % ncols == 0:  # one y label per row leaves the panels room
+                ax.set_ylabel(r"$\theta_{ii'}$")
+            ax.set_aspect("equal")
+            ax.grid(False)
+            pi_ticks(ax.xaxis, _TICKS)
+            pi_ticks(ax.yaxis, _TICKS)
+        return save(fig, stem, frame)
 
 
 # ------------------------------------------------------------------ the figures, as the record names them

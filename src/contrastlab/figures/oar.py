@@ -24,6 +24,7 @@ from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, 
 from contrastlab.models import pick_device
 from contrastlab.search import diverged_reason
 from contrastlab.tables.metrics import collect_metrics
+from contrastlab.tables.published import sweep_point_names
 from contrastlab.training.synthetic import effective_rank
 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
@@ -49,38 +50,26 @@ def sweep_frame(
     value, key, mean, std, n_seeds (seeds with a score) and n_diverged (seeds whose probe diverged:
     NaN scores, see :func:`contrastlab.tables.metrics.collect_metrics`); sorted by method, key and value.
     """
-    rows = []
     mine = metrics[(metrics["experiment"] == experiment) & metrics["task"].isin(keys)]
-    for value in values:
-        suffix = f"-{label}{value}"
-        at = mine[mine["method"].str.endswith(suffix)]
-        for (method, key), group in at.groupby(["method", "task"]):
-            base = method.removesuffix(suffix)
-            scores = group["score"]
-            oar = (base.removeprefix(OAR_PREFIX), base.startswith(OAR_PREFIX))
-            counts = (int(scores.notna().sum()), int(scores.isna().sum()))
-            rows.append((base, *oar, float(value), key, scores.mean(), scores.std(), *counts))
+    points = sweep_point_names(mine["method"].unique(), label, list(values))
+    rows = []
+    for (name, key), scores in mine[mine["method"].isin(points)].groupby(["method", "task"])["score"]:
+        base, value = points[name]
+        oar = (base.removeprefix(OAR_PREFIX), base.startswith(OAR_PREFIX))
+        counts = (int(scores.notna().sum()), int(scores.isna().sum()))
+        rows.append((base, *oar, float(value), key, scores.mean(), scores.std(), *counts))
     columns = ["method", "loss", "oar", "value", "key", "mean", "std", "n_seeds", "n_diverged"]
     return pd.DataFrame(rows, columns=columns).sort_values(["method", "key", "value"], ignore_index=True)
 
 
-def plot_lr_sweep(
-    frame: pd.DataFrame,
-    stem: str | Path,
-    *,
-    accuracy_keys: Sequence[str],
-    labels: Mapping[str, str] | None = None,
-    variance: bool = True,
-    xlabel: str = "learning rate",
-) -> list[Path]:
-    """One panel per accuracy key (top-1 % against the swept rate, log scale) and, with ``variance``,
-    a last panel of the total embedding variance (log scale); colour per loss, solid without OAR and
-    dotted with it, as OAR Fig. 2. A point whose FFN diverged on every seed (no mean, ``n_diverged``
-    > 0) is drawn as a cross ``x`` on the panel's bottom edge, "FFN diverged" in the legend, never as an
-    accuracy; one whose encoder diverged (no embedding variance either) as a ``+`` on every panel,
-    "encoder diverged". Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
-    labels = dict(labels or {})
-    keys = [*accuracy_keys, *(["embedding_variance"] if variance else [])]
+def plot_lr_sweep(frame: pd.DataFrame, stem: str | Path, *, accuracy_keys: Sequence[str]) -> list[Path]:
+    """One panel per accuracy key (top-1 % against the swept rate, log scale) and a last panel of the
+    total embedding variance (log scale); colour per loss, solid without OAR and dotted with it, as OAR
+    Fig. 2. A point whose FFN diverged on every seed (no mean, ``n_diverged`` > 0) is drawn as a cross
+    ``x`` on the panel's bottom edge, "FFN diverged" in the legend, never as an accuracy; one whose
+    encoder diverged (no embedding variance either) as a ``+`` on every panel, "encoder diverged".
+    Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
+    keys = [*accuracy_keys, "embedding_variance"]
     losses = list(dict.fromkeys(frame["loss"]))
     colour = {loss: PALETTE[i % len(PALETTE)] for i, loss in enumerate(losses)}
     lost_all = frame["mean"].isna() & (frame.get("n_diverged", 0) > 0)
@@ -94,8 +83,9 @@ def plot_lr_sweep(
             for method, curve in part.groupby("method", sort=False):
                 hue = colour[curve["loss"].iloc[0]]
                 dash = LINESTYLES[1] if curve["oar"].iloc[0] else LINESTYLES[0]  # dotted with OAR
-                label = labels.get(method, method_label(method))
-                ax.plot(curve["value"], curve["mean"], dash, marker="o", color=hue, label=label)
+                ax.plot(
+                    curve["value"], curve["mean"], dash, marker="o", color=hue, label=method_label(method)
+                )
                 lost = curve[lost_all.loc[curve.index]]
                 encoder = [(method, value) in encoder_lost for value in lost["value"]]
                 for mark, rows in (("x", lost[[not e for e in encoder]]), ("+", lost[encoder])):
@@ -112,7 +102,7 @@ def plot_lr_sweep(
                 ax.set_ylabel(f"top-1 (%), {_fraction_label(key)}")
             if part.empty:
                 note(ax, "no runs yet")
-        axes[-1, 0].set_xlabel(xlabel)
+        axes[-1, 0].set_xlabel("learning rate")
         handles, names = axes[0, 0].get_legend_handles_labels()
         for mark, name in (("x", "FFN diverged (no accuracy)"), ("+", "encoder diverged (no embeddings)")):
             if mark in marks_drawn:

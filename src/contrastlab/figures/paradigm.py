@@ -63,24 +63,20 @@ def paradigm_grid(
                 angles = torch.arccos((z1 @ z2.T).clamp(-1, 1))
                 real_pos.append(angles.diagonal().mean().item())
                 real_neg.append(angles[~eye].mean().item())
+            means = [float(np.mean(values)) for values in (real_pos, real_neg, mass)]
             rows.append(
-                {
-                    "mu_pos": float(mu_pos),
-                    "mu_neg": float(mu_neg),
-                    "realised_pos": float(np.mean(real_pos)),
-                    "realised_neg": float(np.mean(real_neg)),
-                    "gd_mass": float(np.mean(mass)),
-                    "hardest_share": float(np.nanmean(share))
-                    if not np.all(np.isnan(share))
-                    else float("nan"),
-                    "r": float(np.nanmean(ratio)) if not np.all(np.isnan(ratio)) else float("nan"),
-                    "active": float(np.mean(active)),
-                }
+                (float(mu_pos), float(mu_neg), *means, _nanmean(share), _nanmean(ratio), np.mean(active))
             )
-    frame = pd.DataFrame(rows)
+    columns = ["mu_pos", "mu_neg", "realised_pos", "realised_neg", "gd_mass", "hardest_share", "r", "active"]
+    frame = pd.DataFrame(rows, columns=columns)
     top = frame["gd_mass"].abs().max()
     frame["gd"] = frame["gd_mass"].abs() / top if top > 0 else 0.0
     return frame
+
+
+def _nanmean(values: list[float]) -> float:
+    """The mean of ``values`` but their NaNs; NaN where all are (without numpy's warning)."""
+    return float(np.nanmean(values)) if not np.all(np.isnan(values)) else float("nan")
 
 
 def plot_paradigm(frame: pd.DataFrame, stem: str | Path, title: str) -> list[Path]:
@@ -116,13 +112,12 @@ def write_paradigm_figure(
     label: str | None = None,
     points: int = 12,
     batches: int = 4,
-    seed: int = 0,
 ) -> list[Path]:
     """The paradigm figure of loss ``loss_name`` (a registry name or a user loss) with ``hp``, titled
     ``label`` (default: the loss's name)."""
     built = build_loss(loss_name, **hp)
     # The paradigm is about unit vectors: every loss, a raw-input one too, gets the unit rows as they are.
-    frame = paradigm_grid(built.on_views, points=points, batches=batches, seed=seed)
+    frame = paradigm_grid(built.on_views, points=points, batches=batches)
     hp_text = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in built.hp.items())
     title = f"{label or loss_name} ({hp_text}): Li et al.'s gradient paradigm by autograd"
     return plot_paradigm(frame, stem, title)

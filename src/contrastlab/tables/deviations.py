@@ -183,13 +183,9 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         f"stage 1 at the configured values: the published ones in {anchored} of {len(known)} searches"
         + (f" ({more} more on a backbone with no published settings)" if more else "")
     )
-    labels = {
-        "selection": "search: selection metric",
-        "staging": "search: stages",
-        "anchor": "search: stage 1 anchor",
-    }
+    labels = {"selection": "selection metric", "staging": "stages", "anchor": "stage 1 anchor"}
     rows = [
-        _row(labels[key], str(r["paper"]), ours[key], str(r["why"]))
+        _row(f"search: {labels[key]}", str(r["paper"]), ours[key], str(r["why"]))
         for key, r in reading.items()
         if key in labels
     ]

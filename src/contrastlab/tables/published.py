@@ -97,17 +97,10 @@ def _load_published(name: str) -> pd.DataFrame:
     path = PUBLISHED_DIR / f"{name}.csv"
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
     df = df.assign(**{column: "" for column in ("improvement", "unit", "mark") if column not in df})
-    out = pd.DataFrame(
-        {
-            "backbone": df["backbone"],
-            "method": df["method"],
-            "key": df[key],
-            "value": _numbers(df["value"], path, "value"),
-            "improvement": _numbers(df["improvement"], path, "improvement"),
-            "unit": df["unit"],
-            "mark": df["mark"],
-        }
-    )
+    out = df.rename(columns={key: "key"})[
+        ["backbone", "method", "key", "value", "improvement", "unit", "mark"]
+    ]
+    out = out.assign(**{column: _numbers(df[column], path, column) for column in ("value", "improvement")})
     out["improvement"] = out["improvement"].astype(float)
     if out.duplicated(["backbone", "method", "key"]).any():
         dups = out[out.duplicated(["backbone", "method", "key"], keep=False)]

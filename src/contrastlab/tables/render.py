@@ -31,10 +31,8 @@ from contrastlab.tables.deviations import deviation_table
 from contrastlab.tables.latex import ADDLINESPACE, MIDRULE, Span, latex_table
 from contrastlab.tables.verdicts import LEVEL, MARKERS, chance_expected, chance_text, noise_note, runs_text
 
-NOT_RUN = STATUS_NOT_RUN
-NOT_CONFIGURED = STATUS_NOT_CONFIGURED
 #: The statuses of a score cell with no number of ours: the cell says its status instead.
-NO_SCORE = (NOT_RUN, NOT_CONFIGURED, STATUS_NOT_EVALUATED, STATUS_FAILED, STATUS_DIVERGED)
+NO_SCORE = (STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_NOT_EVALUATED, STATUS_FAILED, STATUS_DIVERGED)
 NA = "n/a"
 NO_DIFF = "–"
 #: Beside a best-of-sweep number when the probe diverged at some points of the sweep (OAR Table 3); not
@@ -78,16 +76,16 @@ def fmt_param(value: Any, fmt: str, unit: str = "") -> str:
 
 
 # ----------------------------------------------------------------------------- cell texts
-def published_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
+def published_text(rec: pd.Series, decimals: int | None = None) -> str:
     if _nan(rec["published"]):
         return NA + rec["mark"]
     text = fmt_score(rec["published"])
-    if with_improvement and decimals is not None and not _nan(rec.get("published_improvement")):
+    if decimals is not None and not _nan(rec.get("published_improvement")):
         text += f" ({fmt_signed(rec['published_improvement'], decimals)})"
     return text + rec["mark"]
 
 
-def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
+def ours_text(rec: pd.Series, decimals: int | None = None) -> str:
     if rec["status"] in NO_SCORE:
         return rec["status"]
     text = fmt_score(rec["ours_mean"])
@@ -97,7 +95,7 @@ def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: 
         text += f" ± {fmt_score(rec['ours_std'])}"
     if rec["status"] == STATUS_PARTIAL:
         text += f" (n={rec['n_seeds']}/{rec['expected_seeds']})"
-    if with_improvement and decimals is not None and not _nan(rec.get("ours_improvement")):
+    if decimals is not None and not _nan(rec.get("ours_improvement")):
         text += f" ({fmt_signed(rec['ours_improvement'], decimals)})"
     return text
 
@@ -118,8 +116,8 @@ def diff_text(rec: pd.Series) -> str:
 
 
 def config_text(rec: pd.Series, fmt: str) -> str:
-    if rec["status"] == NOT_CONFIGURED:
-        return NOT_CONFIGURED
+    if rec["status"] == STATUS_NOT_CONFIGURED:
+        return STATUS_NOT_CONFIGURED
     if rec["config"] is None:
         return "unset"
     text = fmt_param(rec["config"], fmt, rec["unit"])
@@ -149,7 +147,7 @@ def to_csv(table: Table) -> str:
                     for v, f, u, m in zip(c["published"], fmts, c["unit"], c["mark"], strict=True)
                 ],
                 "config": [  # empty where not configured: the status says so
-                    "" if s == NOT_CONFIGURED else ("unset" if v is None else fmt_param(v, f, u))
+                    "" if s == STATUS_NOT_CONFIGURED else ("unset" if v is None else fmt_param(v, f, u))
                     for v, f, u, s in zip(c["config"], fmts, c["unit"], c["status"], strict=True)
                 ],
                 "status": c["status"],
@@ -228,38 +226,6 @@ def stand_in_cells(table: Table) -> pd.DataFrame:
     return c
 
 
-def _wide(
-    table: Table, stand_ins: bool = False
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
-    """(row keys, column keys, body lines) where each body line is (row_group, row/sub-row label, texts,
-    the cell record behind each text); ``stand_ins``: toy backbones as :func:`stand_in_cells` shows them."""
-    c = stand_in_cells(table) if stand_ins else table.cells
-    rows = list(dict.fromkeys(zip(c["row_group"], c["row"], strict=True)))
-    cols = list(dict.fromkeys(zip(c["col_group"], c["col"], strict=True)))
-    index = {(r.row_group, r.row, r.col_group, r.col): r for _, r in c.iterrows()}
-    d = table.improvement_decimals
-    if table.spec.kind == "hparams":
-        subrows = [
-            (
-                "paper",
-                lambda r: fmt_param(r["published"], table.formats.get(r["key"], "g"), r["unit"]) + r["mark"],
-            ),
-            ("config", lambda r: config_text(r, table.formats.get(r["key"], "g"))),
-        ]
-    else:
-        subrows = [
-            ("paper", lambda r: published_text(r, d)),
-            ("ours", lambda r: ours_text(r, d)),
-            ("Δ", diff_text),
-        ]
-    body = []
-    for rg, row in rows:
-        for i, (label, fn) in enumerate(subrows):
-            records = [index[(rg, row, cg, col)] for cg, col in cols]
-            body.append((rg, row if i == 0 else "", label, [fn(r) for r in records], records))
-    return rows, cols, body
-
-
 #: The legend's words on the statuses a table has only sometimes, each said where a cell has it.
 STATUS_NOTES = {
     STATUS_FAILED: "the cell's training or evaluation failed (its failed.json, beside where the metrics "
@@ -274,14 +240,15 @@ def _legend(table: Table) -> list[str]:
         return [
             "paper: the published value; config: the value our config resolves for the cell "
             "((default) = the loss's default, ≠ = differs from the paper); "
-            f"{NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value."
+            f"{STATUS_NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value."
         ]
     seeds = f"{table.n_seeds} seeds" if table.n_seeds is not None else "the seeds run"
     text = (
         f"paper: the published number; ours: mean ± sample std over {seeds} (n=k/N: only k of N seeds "
         f"have run; Pretrained rows are one deterministic evaluation); Δ = ours − paper; "
-        f"{NOT_RUN}: the config has the cell but no metrics file exists yet; {NOT_CONFIGURED}: the cell is "
-        f"not in the config's grid; {NA}: the paper gives no number for the cell."
+        f"{STATUS_NOT_RUN}: the config has the cell but no metrics file exists yet; "
+        f"{STATUS_NOT_CONFIGURED}: the cell is not in the config's grid; {NA}: the paper gives no number for "
+        "the cell."
     )
     if table.improvement_decimals is not None:
         over = ", ".join(f"{k} over {v}" for k, v in table.meta["improvement"]["over"].items())
@@ -338,24 +305,44 @@ def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int,
     label columns open it, its rows' texts and the cell record behind each text (None under a label);
     ``stand_ins``: each toy backbone labelled with, and beside the published number of, the paper backbone
     it stands in for (:func:`stand_in_cells`)."""
-    rows, cols, body = _wide(table, stand_ins)
+    c = stand_in_cells(table) if stand_ins else table.cells
+    rows = list(dict.fromkeys(zip(c["row_group"], c["row"], strict=True)))
+    cols = list(dict.fromkeys(zip(c["col_group"], c["col"], strict=True)))
+    index = {(r.row_group, r.row, r.col_group, r.col): r for _, r in c.iterrows()}
+    d = table.improvement_decimals
+    if table.spec.kind == "hparams":
+        subrows = [
+            (
+                "paper",
+                lambda r: fmt_param(r["published"], table.formats.get(r["key"], "g"), r["unit"]) + r["mark"],
+            ),
+            ("config", lambda r: config_text(r, table.formats.get(r["key"], "g"))),
+        ]
+    else:
+        subrows = [
+            ("paper", lambda r: published_text(r, d)),
+            ("ours", lambda r: ours_text(r, d)),
+            ("Δ", diff_text),
+        ]
     has_groups = any(rg for rg, _ in rows)
     heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]
     first = _label_heads(table, has_groups)
     texts, records, last_group = [], [], None
-    for rg, row, label, values, recs in body:
-        group_cell = [rg if rg != last_group else ""] if has_groups else []
-        last_group = rg
-        texts.append([*group_cell, row, label, *values])
-        records.append([None] * len(first) + recs)
+    for rg, row in rows:
+        for i, (label, fn) in enumerate(subrows):
+            recs = [index[(rg, row, cg, col)] for cg, col in cols]
+            group_cell = [rg if rg != last_group else ""] if has_groups else []
+            last_group = rg
+            texts.append([*group_cell, row if i == 0 else "", label, *map(fn, recs)])
+            records.append([None] * len(first) + recs)
     return first + heads, len(first), texts, records
 
 
-def to_markdown(table: Table, *, stand_ins: bool = False, literals: Iterable[str] = ()) -> str:
-    """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`; ``stand_ins``: the
-    report's view), its legend, the deviations of this config and the transcription notes; ``literals``
-    (the config's names, :func:`~contrastlab.blocks.literals_of`) shown as text."""
-    header, labels, texts, _ = grid_rows(table, stand_ins=stand_ins)
+def to_markdown(table: Table, *, literals: Iterable[str] = ()) -> str:
+    """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`), its legend, the
+    deviations of this config and the transcription notes; ``literals`` (the config's names,
+    :func:`~contrastlab.blocks.literals_of`) shown as text."""
+    header, labels, texts, _ = grid_rows(table)
     above = [f"Paper footnote: {note}" for note in table.meta.get("footnotes") or []]
     if table.extra_backbones:
         extra = ", ".join(table.extra_backbones)
@@ -387,8 +374,8 @@ def _label_heads(table: Table, has_groups: bool) -> list[str]:
 # ----------------------------------------------------------------------------- LaTeX
 def to_latex(table: Table) -> str:
     """A ``table`` float with a booktabs ``tabular`` that fits the line (:func:`.latex.latex_table`)."""
-    rows, cols, body = _wide(table)
-    has_groups = any(rg for rg, _ in rows)
+    header, labels, texts, _ = grid_rows(table)
+    cols = list(dict.fromkeys(zip(table.cells["col_group"], table.cells["col"], strict=True)))
     meta = table.meta
     caption = (
         f"{table.spec.title}. Published: {meta['paper']['reference'].rstrip('.')}, {meta['paper']['table']}. "
@@ -396,17 +383,14 @@ def to_latex(table: Table) -> str:
     )
     # each run of columns under one group
     groups = [Span(cg, len(list(run))) for cg, run in itertools.groupby(cg for cg, _ in cols)]
-    first = _label_heads(table, has_groups)
-    head = [first + [col for _, col in cols]]
+    head = [header[:labels] + [col for _, col in cols]]
     if any(g.text for g in groups):  # the column groups above, each ruled below
         spans = [g if g.text else "" for g in groups for _ in range(1 if g.text else g.width)]
-        head.insert(0, [""] * len(first) + spans)
+        head.insert(0, [""] * labels + spans)
     lines: list = []
-    last_group, n_sub = None, 2 if table.spec.kind == "hparams" else 3
-    for i, (rg, row, label, texts, _) in enumerate(body):
-        if i and i % n_sub == 0:
-            lines.append(MIDRULE if has_groups and rg != last_group else ADDLINESPACE)
-        group_cell = [rg if rg != last_group else ""] if has_groups else []
-        last_group = rg
-        lines.append(group_cell + [row, label, *texts])
-    return latex_table(table.name, "l" * len(first) + "r" * len(cols), head, lines, caption)
+    n_sub = 2 if table.spec.kind == "hparams" else 3
+    for i, text in enumerate(texts):
+        if i and i % n_sub == 0:  # a paper row's first line: a rule where its row group starts
+            lines.append(MIDRULE if labels == 3 and text[0] else ADDLINESPACE)
+        lines.append(text)
+    return latex_table(table.name, "l" * labels + "r" * len(cols), head, lines, caption)

@@ -57,9 +57,7 @@ def cell_verdict(diff: float, width: float, df: float) -> str:
     return ABOVE if diff > 0 else BELOW
 
 
-def seed_noise_verdict(
-    user_scores: Iterable[float], other_scores: Iterable[float], level: float = LEVEL
-) -> str:
+def seed_noise_verdict(user_scores: Iterable[float], other_scores: Iterable[float]) -> str:
     """Another method's per-seed scores against the user's loss's (the comparison tables of
     :mod:`contrastlab.tables.comparison`): the difference of the means (other − user) against
     t_ν · s_p · sqrt(1/n_other + 1/n_user), s_p pooled over the two groups (ν = n_other + n_user − 2).
@@ -75,7 +73,7 @@ def seed_noise_verdict(
         return UNDECIDED
     std, df = pooled_std([user, other])
     diff = float(np.mean(other) - np.mean(user))
-    return cell_verdict(diff, half_width(std, df, len(other), len(user), level), df)
+    return cell_verdict(diff, half_width(std, df, len(other), len(user)), df)
 
 
 def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str) -> str:
@@ -256,10 +254,10 @@ def chance_expected(cells: pd.DataFrame, level: float = LEVEL) -> tuple[int, flo
     return tested, tested * (1 - level)
 
 
-def chance_text(cells: pd.DataFrame, level: float = LEVEL) -> str:
+def chance_text(cells: pd.DataFrame) -> str:
     """The tested cells' ▲ and ▼ beside the number expected by chance (:func:`chance_expected`), e.g.
     "3 ▲ / 1 ▼ (≈1.2 expected by chance)"; empty without verdicts."""
-    tested, expected = chance_expected(cells, level)
+    tested, expected = chance_expected(cells)
     if not tested:
         return ""
     trained = cells[cells["method"] != PRETRAINED]["verdict"]
