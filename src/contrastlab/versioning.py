@@ -204,13 +204,6 @@ def plots_path(name: str) -> Path:
     return Path(PLOTS_DIR) / name
 
 
-def frozen_paths(preset: Preset, root: str | os.PathLike = ".") -> list[Path]:
-    """The shared resources of ``preset`` that exist under ``root`` (what :func:`freeze` ``dvc add``s),
-    as paths relative to it."""
-    wanted = [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
-    return [path for path in wanted if (Path(root) / path).exists()]
-
-
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(tree, Mapping) or not tree:
         return {prefix: tree}
@@ -291,16 +284,6 @@ def check_configs_untouched(root: str | os.PathLike, baseline_rev: str) -> None:
     )
 
 
-def _snakemake_streamed(preset: Preset, root: Path) -> None:
-    """Snakemake on ``preset`` in ``root``, its output going to this process's (the user sees the run)."""
-    done = subprocess.run([*_SNAKEMAKE, *preset.snakemake_args], cwd=root)
-    if done.returncode != 0:
-        raise VersioningError(
-            f"snakemake failed on {preset.configfile} (exit {done.returncode}; its output is above): "
-            "nothing is versioned"
-        )
-
-
 def _check_overlay_changes_a_cell(preset: Preset, root: Path) -> None:
     """Refuse a params overlay, new since the last run, that leaves Snakemake nothing to do but render the
     tables: it changes no cell (it repeats the preset's value, or a cell's own setting wins over
@@ -345,7 +328,12 @@ def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> P
         check_configs_untouched(root, baseline)
     preset = load_preset(configfile, root)
     _check_overlay_changes_a_cell(preset, root)
-    _snakemake_streamed(preset, root)
+    done = subprocess.run([*_SNAKEMAKE, *preset.snakemake_args], cwd=root)  # its output is the user's
+    if done.returncode != 0:
+        raise VersioningError(
+            f"snakemake failed on {preset.configfile} (exit {done.returncode}; its output is above): "
+            "nothing is versioned"
+        )
     results = root / preset.results_dir
     for output in RESULTS_OUTPUTS:
         if "." not in output:  # a folder
@@ -402,8 +390,9 @@ def default_remote(root: str | os.PathLike = ".") -> str | None:
 
 def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push: bool = True) -> list[Path]:
     """Version a finished run of the preset ``configfile``: ``dvc repro`` its stage (nothing left to
-    run; the outputs go to DVC's cache), ``dvc add`` the shared resources (:func:`frozen_paths`) and ``dvc
-    push`` both; returns the files to commit, relative to ``root``.
+    run; the outputs go to DVC's cache), ``dvc add`` the shared resources (those of
+    :data:`RESOURCES_OUTPUTS` that exist) and ``dvc push`` both; returns the files to commit, relative to
+    ``root``.
 
     Refuses in one line (:class:`VersioningError`) without a default remote (checked before any hashing),
     a stage in ``dvc.yaml``, a metrics file, or with jobs left or a Snakemake run using the results folder.
@@ -437,7 +426,8 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             f"(.venv/bin/dvc repro {stage}), then freeze"
         )
     _check(_dvc(["repro", stage], root), f"dvc repro {stage}")
-    paths = frozen_paths(preset, root)
+    wanted = [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
+    paths = [path for path in wanted if (root / path).exists()]
     # Quiet: DVC would suggest `git add`ing the .gitignore files it writes, which .gitignore keeps out.
     if paths:
         _check(_dvc(["add", "--quiet", *map(str, paths)], root), "dvc add")
@@ -447,28 +437,21 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
     return [Path("dvc.lock"), summary_path(preset_name(configfile, root)), *pointers]
 
 
-def _locked_outputs(stage: str, root: Path) -> list[str] | None:
-    """The outputs ``dvc.lock`` records for ``stage`` (what ``dvc pull`` brings), None when it has none."""
-    lock = root / "dvc.lock"
-    if not lock.is_file():
-        return None
-    entry = ((read_yaml(lock) or {}).get("stages") or {}).get(stage)
-    return None if entry is None else [out["path"] for out in entry.get("outs", [])]
-
-
 def check_restorable(preset: Preset, root: str | os.PathLike = ".") -> dict[str, Any]:
     """Check that the pulled copy of ``preset`` in ``root`` is complete and came from this config (with
     the same params overlay) and these data; returns its record. Raises :class:`VersioningError` naming
     what is wrong."""
     root = Path(root)
     stage = stage_for(preset.configfile, root)
-    outputs = _locked_outputs(stage, root)
-    if outputs is None:
+    lock = root / "dvc.lock"
+    entry = ((read_yaml(lock) or {}).get("stages") or {}).get(stage) if lock.is_file() else None
+    if entry is None:
         raise VersioningError(
             f"nothing to restore for {preset.configfile}: dvc.lock has no stage {stage}; run `make freeze "
             f"CONFIG={preset.configfile}` where the preset ran and commit dvc.lock"
         )
-    cached = [path for path in outputs if not path.startswith(f"{PLOTS_DIR}/")]  # the PNGs: made again
+    # what dvc pull brings, but the PNGs: made again
+    cached = [out["path"] for out in entry.get("outs", []) if not out["path"].startswith(f"{PLOTS_DIR}/")]
     missing = [path for path in cached if not (root / path).exists()]
     record_path = root / preset.results_dir / FREEZE_RECORD
     if missing or not record_path.is_file():
