@@ -74,7 +74,7 @@ def mteb_results(folder: Path, scores: dict[str, float]) -> None:
         result.to_disk(path)
 
 
-def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
+def card(tmp_path: Path, mteb_dir: Path | None) -> Path:
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     params = tiny_checkpoint(model)
@@ -87,7 +87,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
         model_dir=model,
         metrics_path=tmp_path / "metrics.json",
         markers={name: tmp_path / f"{name}.json" for name in MARKERS},
-        backbones=kw.get("backbones", BACKBONES),
+        backbones=BACKBONES,
         data_config={"wiki_url": WIKI, "wiki_path": None, "senteval_url": TAR},
         mteb_dir=mteb_dir,
     )
@@ -516,9 +516,8 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path, monkeypatch)
     assert "https://github.com/embeddings-benchmark/results" in steps
     assert f"cp -r {staged.root}/results/me__model" in steps
     assert "gh pr create --repo embeddings-benchmark/results" in steps
-    monkeypatch.chdir(
-        tmp_path
-    )  # a relative results_dir (the presets'): cp's source still found from the clone
+    # a relative results_dir (the presets'): cp's source still found from the clone
+    monkeypatch.chdir(tmp_path)
     again = mr.stage_submission(
         found.mteb_dir, json.loads((folder / "model_meta.json").read_text()), "staged"
     )
