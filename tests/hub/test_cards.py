@@ -155,9 +155,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
         "Top-1 accuracy, weighted kNN (knn_top1)": ("accuracy", 75.5, "uoft-cs/cifar10", "test"),
     }  # the geometry statistics are no accuracy: not in the model-index
     assert {r.task_type for r in results} == {"image-classification"}
-    assert (
-        "| embedding_variance | 3.00 |" in card_path.read_text()
-    )  # in the card's table, named as no accuracy
+    assert "| embedding_variance | 3.00 |" in card_path.read_text()  # in the card's table, as no accuracy
     assert "`embedding_variance` and `effective_rank_95` are the features' geometry" in card_path.read_text()
     assert loaded.data.library_name == "pytorch" and "macl_vision" in loaded.data.tags
     # OAR's FFN fine-tuning at 10% of the labels, on the demo's digits: named as local data, no hub id
