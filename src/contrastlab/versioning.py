@@ -261,21 +261,20 @@ def check_configs_untouched(root: str | os.PathLike, baseline_rev: str) -> None:
 
     root = Path(root)
     listed = _git(root, "ls-tree", "-r", "--name-only", baseline_rev, "--", "config.yaml", "config")
-    rewritten = {}
+    rewritten, changes = [], []
     for name in listed.stdout.decode().split():
         if not name.endswith((".yaml", ".yml")) or not (root / name).is_file():
             continue
         current = (root / name).read_text(encoding="utf-8")
         baseline = _git(root, "show", f"{baseline_rev}:{name}").stdout.decode()
-        if current != baseline and _set_param_rewrite(baseline, current):
-            rewritten[name] = (baseline, current)
-    if not rewritten:
-        return
-    changes = []
-    for name, (baseline, current) in rewritten.items():
+        if current == baseline or not _set_param_rewrite(baseline, current):
+            continue
+        rewritten.append(name)
         (root / name).write_text(baseline, encoding="utf-8")
         before, after = _flatten(loads_yaml(baseline)), _flatten(loads_yaml(current))
         changes += [f"{key}={after.get(key)}" for key in after if before.get(key) != after.get(key)]
+    if not rewritten:
+        return
     example = changes[0] if changes else "KEY=VALUE"
     raise VersioningError(
         f"`dvc exp run -S <config file>:...` rewrote {', '.join(rewritten)} whole; restored it, nothing "
