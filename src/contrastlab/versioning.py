@@ -377,16 +377,6 @@ def _check(done: subprocess.CompletedProcess, what: str) -> None:
         raise VersioningError(f"{what} failed (exit {done.returncode}): {detail}")
 
 
-def default_remote(root: str | os.PathLike = ".") -> str | None:
-    """The name of the DVC repository's default remote in ``root``, or None when none is set."""
-    root = Path(root)
-    if not (root / ".dvc").is_dir():
-        raise VersioningError(f"{root.resolve()} is not a DVC repository (no .dvc/ folder)")
-    done = _dvc(["remote", "default"], root, capture=True)
-    name = done.stdout.strip()
-    return name if done.returncode == 0 and name else None
-
-
 def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push: bool = True) -> list[Path]:
     """Version a finished run of the preset ``configfile``: ``dvc repro`` its stage (nothing left to
     run; the outputs go to DVC's cache), ``dvc add`` the shared resources (those of
@@ -399,11 +389,15 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
     """
     root = Path(root).resolve()
     preset = load_preset(configfile, root)
-    if push and default_remote(root) is None:
-        raise VersioningError(
-            "no DVC remote configured: add one with `.venv/bin/dvc remote add -d store <folder or URL>` "
-            "(commit .dvc/config), then freeze again"
-        )
+    if push:
+        if not (root / ".dvc").is_dir():
+            raise VersioningError(f"{root} is not a DVC repository (no .dvc/ folder)")
+        remote = _dvc(["remote", "default"], root, capture=True)  # the default remote's name, if set
+        if remote.returncode != 0 or not remote.stdout.strip():
+            raise VersioningError(
+                "no DVC remote configured: add one with `.venv/bin/dvc remote add -d store <folder or URL>` "
+                "(commit .dvc/config), then freeze again"
+            )
     stage = stage_for(configfile, root)
     results = root / preset.results_dir
     if not any(Path(Results(results).metrics()).rglob("*.json")):
