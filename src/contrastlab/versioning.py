@@ -322,8 +322,7 @@ def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> P
 
     root = Path(root).resolve()
     name = preset_name(configfile, root)
-    baseline = os.environ.get("DVC_EXP_BASELINE_REV")
-    if baseline:
+    if baseline := os.environ.get("DVC_EXP_BASELINE_REV"):
         check_configs_untouched(root, baseline)
     preset = load_preset(configfile, root)
     _check_overlay_changes_a_cell(preset, root)
@@ -405,14 +404,12 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             f"nothing to freeze: {preset.configfile} has not run yet ({preset.results_dir}/metrics holds "
             f"no metrics file); run it first: .venv/bin/dvc repro {stage}"
         )
-    running = run_records(results)
-    if running:
+    if running := run_records(results):
         raise VersioningError(
             f"a Snakemake run is using {preset.results_dir} ({running[0].relative_to(root)} exists; if it "
             "was killed, run the workflow again to finish it): freeze when it has ended"
         )
-    left = pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n"))
-    if left:
+    if left := pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n")):
         jobs = ", ".join(f"{rule} {n}" for rule, n in left.items())
         raise VersioningError(
             f"{preset.configfile} is not a finished run: Snakemake would still run {jobs}; finish it "
@@ -502,8 +499,7 @@ def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> lis
     check_restorable(preset, root)
     config_args = [*preset.snakemake_args, "--cores", "1"]
     _snakemake([*config_args, "--touch", "--forceall"], root, "snakemake --touch --forceall")
-    left = pending_jobs(_snakemake([*config_args, "-n"], root, "snakemake -n"))
-    if left:
+    if left := pending_jobs(_snakemake([*config_args, "-n"], root, "snakemake -n")):
         jobs = ", ".join(f"{rule} {n}" for rule, n in left.items())
         raise VersioningError(
             f"the pulled copy of {preset.configfile} is not a finished run: Snakemake would still run "
