@@ -137,16 +137,7 @@ def model_card(
     spearman = _number(summary.get("best_dev_spearman"))
     kept = f"kept step {summary.get('best_step')} (STS-B dev Spearman {spearman})"
     cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)
-    # the reproduction's provenance in the front matter (under ``contrastlab``)
-    provenance = {
-        **cell,
-        "papers": papers,
-        "loss": loss,
-        "loss_hp": dict(settings.get("loss_hp", {})),
-        "settings_digest": settings_digest(settings),
-        "commit": summary.get("meta", {}).get("git_sha"),
-        "uncommitted_changes": summary.get("meta", {}).get("git_dirty"),
-    }
+    provenance = _card_provenance(cell, papers, loss, summary)
     front = card_data(
         model_name=f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}",
         license=licence,
@@ -189,6 +180,23 @@ def _as_markdown(lines: list[str], names) -> list[str]:
         fenced ^= line.startswith("```")
         out.append(line if fenced or line.startswith("```") else escape_markdown(line, names))
     return out
+
+
+def _card_provenance(
+    cell: Mapping[str, Any], papers: list[str], loss: str, summary: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The reproduction's provenance in the card's front matter (under ``contrastlab``): the cell, the
+    papers, the loss and its hyperparameters, the settings' digest and the commit."""
+    settings = summary.get("settings", {})
+    return {
+        **cell,
+        "papers": papers,
+        "loss": loss,
+        "loss_hp": dict(settings.get("loss_hp", {})),
+        "settings_digest": settings_digest(settings),
+        "commit": summary.get("meta", {}).get("git_sha"),
+        "uncommitted_changes": summary.get("meta", {}).get("git_dirty"),
+    }
 
 
 #: A sentence card's tags (and the loss's name).
