@@ -6,7 +6,7 @@ It imitates what ``huggingface_hub`` 2.4.0 (read from its source) asks of https:
 
 - ``GET /api/{models,datasets}/<id>[/revision/<rev>]``: the repo at a revision (``?blobs=true``: the
   siblings carry ``size``, ``blobId`` and ``lfs``); ``.../tree/<rev>[/<folder>]``: the file listing,
-  in one page (the hub pages listings of over 1,000 entries, which no test serves).
+  paginated with a ``Link: rel="next"`` header (``tree_page_size`` entries a page).
 - ``HEAD``/``GET /[datasets/]<id>/resolve/<rev>/<file>``: the file, with ``X-Repo-Commit``, a quoted
   ``ETag`` (the git blob sha1), ``Content-Length`` and ``Range`` support (206). git-lfs files
   (:data:`LFS_SUFFIXES`, or from 10 MB on) also carry ``X-Linked-Etag`` (sha256) and ``X-Linked-Size``,
@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import pytest
 
@@ -227,6 +227,7 @@ class HubStandin:
     """
 
     def __init__(self) -> None:
+        self.tree_page_size = 1000  # entries a page of a tree listing
         #: ``(method, path)`` of every request received, in order; the path without its query string.
         self.requests: list[tuple[str, str]] = []
         self._repos: dict[tuple[str, str], _Repo] = {}
@@ -417,7 +418,7 @@ class HubStandin:
         if kind == "revision":
             return _json_reply(self._info(repo, commit, blobs=query.get("blobs", "").lower() == "true"))
         folder = "/".join(unquote(part) for part in rest[1:]).strip("/")
-        return self._tree(commit, folder, query)
+        return self._tree_page(repo, commit, folder, segments, query)
 
     def _info(self, repo: _Repo, commit: _Commit, *, blobs: bool) -> dict[str, Any]:
         """The JSON of ``/api/<type>s/<id>/revision/<rev>``, as read by ``ModelInfo``/``DatasetInfo``."""
@@ -441,7 +442,9 @@ class HubStandin:
             info["modelId"] = repo.repo_id
         return info
 
-    def _tree(self, commit: _Commit, folder: str, query: dict[str, str]) -> _Reply:
+    def _tree_page(
+        self, repo: _Repo, commit: _Commit, folder: str, segments: list[str], query: dict[str, str]
+    ) -> _Reply:
         recursive = query.get("recursive", "").lower() in ("true", "1")
         prefix = f"{folder}/" if folder else ""
         if folder and not any(path.startswith(prefix) for path in commit.files):
@@ -459,7 +462,14 @@ class HubStandin:
                     entries[directory] = {"type": "directory", "oid": oid, "size": 0, "path": directory}
             if recursive or len(parts) == 1:
                 entries[path] = blob.tree_entry(path)
-        return _json_reply([entries[path] for path in sorted(entries)])
+        listing = [entries[path] for path in sorted(entries)]
+        offset = int(query.get("cursor", "0") or 0)
+        page = listing[offset : offset + self.tree_page_size]
+        headers = {}
+        if offset + self.tree_page_size < len(listing):
+            next_query = urlencode({**query, "cursor": str(offset + self.tree_page_size)})
+            headers["Link"] = f'<{self.endpoint}/{"/".join(segments)}?{next_query}>; rel="next"'
+        return _json_reply(page, headers=headers)
 
     def _answer_resolve(
         self, repo_type: str, segments: list[str], start: int, query: str, range_header: str | None
