@@ -505,11 +505,8 @@ def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> lis
             f"the pulled copy of {preset.configfile} is not a finished run: Snakemake would still run "
             f"{jobs}; run the workflow to finish it"
         )
-    _snakemake(
-        [*config_args, "--forcerun", "tables", "--allowed-rules", "tables", "all"],
-        root,
-        "snakemake --forcerun tables",
-    )
+    tables_only = [*config_args, "--forcerun", "tables", "--allowed-rules", "tables", "all"]
+    _snakemake(tables_only, root, "snakemake --forcerun tables")
     results = Results(root / preset.results_dir)
     copy_figure_images(Path(results.figures), root / plots_path(preset_name(configfile, root)))
     return sorted(str(p.relative_to(root)) for p in Path(results.tables).iterdir())

@@ -507,11 +507,10 @@ def write_model_card(
         senteval_url=(data_config or {}).get("senteval_url"),
         mteb=mteb_scores(mteb_dir),
     )
-    if not (model_dir / "config.json").is_file():
-        return write_text(out, text)  # a summary without weights (tests): no model for MTEB to describe
-    # described first: weights that cannot be read leave no card behind
-    meta = checkpoint_meta(model_dir, **cell, backbones=backbones, data_config=data_config)
-    write_json(Path(out).with_name(MODEL_META_FILE), meta)
+    if (model_dir / "config.json").is_file():  # else a summary without weights (tests): nothing to describe
+        # described first: weights that cannot be read leave no card behind
+        meta = checkpoint_meta(model_dir, **cell, backbones=backbones, data_config=data_config)
+        write_json(Path(out).with_name(MODEL_META_FILE), meta)
     return write_text(out, text)
 
 
