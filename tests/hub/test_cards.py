@@ -208,14 +208,8 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
     assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
     path = written_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
-    tags = [
-        "image-feature-extraction",
-        "contrastive-learning",
-        "torchvision",
-        "macl-bs256",
-        "arxiv:2001.01234",
-    ]
-    assert ModelCard.load(path).data.tags == tags
+    image = ["image-feature-extraction", "contrastive-learning", "torchvision"]
+    assert ModelCard.load(path).data.tags == [*image, "macl-bs256", "arxiv:2001.01234"]
 
 
 def test_a_sweep_points_card_has_its_methods_published_number_as_the_table_does(tmp_path):
