@@ -79,16 +79,8 @@ def test_a_page_is_its_blocks_in_order_each_followed_by_a_blank_line():
 
 def test_a_cell_is_one_line_with_its_bar_escaped_and_its_pieces_joined():
     """A cell is one line, its ``|`` escaped; a verdict is word, head and tail; pieces are joined."""
-    table = Table(
-        ["a|b", "verdict", "see"],
-        [
-            [
-                "x  y\nz",
-                Verdict("not-reproduced", "not reproduced", " (1/2)", ": why"),
-                [Link("t", "t.md"), Link("u")],
-            ]
-        ],
-    )
+    verdict = Verdict("not-reproduced", "not reproduced", " (1/2)", ": why")
+    table = Table(["a|b", "verdict", "see"], [["x  y\nz", verdict, [Link("t", "t.md"), Link("u")]]])
     assert to_markdown([table]).splitlines()[::2] == [
         "| a\\|b | verdict | see |",
         "| x y z | not reproduced (1/2): why | [t](t.md)u |",

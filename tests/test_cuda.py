@@ -56,9 +56,8 @@ def test_a_v100_on_a_new_driver_lacks_kernels_in_the_cuda_13_build(fake_smi):
     assert line.endswith("fix: make install CUDA=12.6 (torch for CUDA 12.6: driver >= 525, Maxwell to Hopper "
                          "(P100, V100, T4, A100, H100))")  # fmt: skip
     # the CUDA 12.6 build has sm_70: nothing to say
-    assert (
-        cuda.diagnose(_stack("12.6", ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])) is None
-    )
+    cu126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    assert cuda.diagnose(_stack("12.6", cu126)) is None
 
 
 def test_what_runs_says_nothing_and_no_gpu_is_not_judged(fake_smi, monkeypatch):

@@ -272,20 +272,16 @@ def test_macls_captured_image_step_is_priced_as_captured():
 
 def test_the_schemas_arch_choices_are_the_resnets():
     schema = yaml.safe_load((REPO_ROOT / "schemas" / "config.schema.yaml").read_text())
-    found = []
 
-    def walk(node):
+    def arch_enums(node):
         if isinstance(node, dict):
             if isinstance(node.get("arch"), dict) and "enum" in node["arch"]:
-                found.append(node["arch"]["enum"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
+                yield node["arch"]["enum"]
+            node = list(node.values())
+        for value in node if isinstance(node, list) else []:
+            yield from arch_enums(value)
 
-    walk(schema)
-    assert found == [list(RESNETS)]
+    assert list(arch_enums(schema)) == [list(RESNETS)]
 
 
 def test_the_models_lists_are_views_of_the_families():

@@ -189,9 +189,8 @@ def test_the_records_give_the_tables_claims_and_schedules():
     assert tuple(p for p in CLAIM_PAPERS if p in FOUR_PAPERS) == FOUR_PAPERS
     assert [t.name for p in papers.PAPERS for t in p.tables] == list(TABLES)
     assert len([t for t in TABLES if papers.paper_of(t) in FOUR_PAPERS]) == 12
-    assert (
-        TABLES["macl_table9"].title == "Huang et al. 2023 (MACL), Table 9 / B.3: CIFAR-10, linear / kNN top-1"
-    )
+    title = "Huang et al. 2023 (MACL), Table 9 / B.3: CIFAR-10, linear / kNN top-1"
+    assert TABLES["macl_table9"].title == title
     epochs = {e: n for e, n in VISION_PAPER_EPOCHS.items() if papers.paper_of(e) in FOUR_PAPERS}
     assert epochs == {"macl_cifar10": 200, "oar_cifar10": 100, "oar_cifar100": 100}
 

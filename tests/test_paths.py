@@ -86,10 +86,8 @@ def test_results_paths_of_a_cell_are_the_layout_the_readers_expect(tmp_path):
     assert r.state("data", "corpus.ready.json") == "results/demo/state/data/corpus.ready.json"
     assert r.tensorboard(CELL) == cell.format("tensorboard")
     assert r.mteb(CELL) == cell.format("mteb") and r.mteb() == "results/demo/mteb"
-    assert (
-        r.search_stage("nie2023", "bert-base", "mpt", 2)
-        == "results/demo/search/nie2023/bert-base/mpt/stage2.json"
-    )
+    stage = r.search_stage("nie2023", "bert-base", "mpt", 2)
+    assert stage == "results/demo/search/nie2023/bert-base/mpt/stage2.json"
     want = ("results/demo/tables", "results/demo/figures", "results/demo/report.md")
     assert (r.tables, r.figures, r.report) == want
     assert Results(tmp_path).calibration == f"{tmp_path}/calibration.json"
@@ -97,17 +95,11 @@ def test_results_paths_of_a_cell_are_the_layout_the_readers_expect(tmp_path):
 
 def test_results_give_the_rules_patterns_from_a_cell_of_wildcards():
     r = Results("results")
-    assert (
-        r.checkpoint(PATTERN, "model")
-        == "results/checkpoints/{experiment}/{backbone}/{method}/seed{seed}/model"
-    )
-    assert r.benchmark("encode_pretrained", "pretrained/{backbone}") == (
-        "results/benchmarks/encode_pretrained/pretrained/{backbone}.tsv"
-    )
-    assert (
-        r.metrics("pretrained/{backbone}", "sentence")
-        == "results/metrics/pretrained/{backbone}/senteval.json"
-    )
+    place, pretrained = "{experiment}/{backbone}/{method}/seed{seed}", "pretrained/{backbone}"
+    assert r.checkpoint(PATTERN, "model") == f"results/checkpoints/{place}/model"
+    benchmarks = "results/benchmarks/encode_pretrained"
+    assert r.benchmark("encode_pretrained", pretrained) == f"{benchmarks}/{pretrained}.tsv"
+    assert r.metrics(pretrained, "sentence") == f"results/metrics/{pretrained}/senteval.json"
 
 
 def test_resources_give_a_backbones_folder_and_the_rules_pattern():

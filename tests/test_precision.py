@@ -47,20 +47,15 @@ def test_an_unknown_precision_is_one_line_listing_the_choices():
         resolve("fp8", cuda=True, native_bf16=True)
 
 
-def test_every_cudnn_switch_follows_the_mode():
-    # cuDNN's RNN switch too (no model here has an RNN): conv and RNN switches that disagree make
-    # PyTorch's legacy cudnn.allow_tf32 getter raise even in tf32 mode, where it can answer.
-    for mode in ("tf32", "ieee"):
-        set_fp32_mode(mode)
-        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
-
-
 @pytest.mark.parametrize("mode", ["tf32", "ieee"])
-def test_the_legacy_tf32_getters_answer_after_either_mode(mode):
-    # Defect N7 of the GPU review: TorchInductor reads these while compiling; PyTorch 2.14 raises in them
-    # when only the new fp32_precision switches were set.
+def test_every_cudnn_switch_and_the_legacy_tf32_getters_follow_the_mode(mode):
+    # Defect N7 of the GPU review: TorchInductor reads the legacy getters while compiling; PyTorch 2.14
+    # raises in them when only the new fp32_precision switches were set. cuDNN's RNN switch too (no model
+    # here has an RNN): conv and RNN switches that disagree make the legacy cudnn.allow_tf32 getter raise
+    # even in tf32 mode, where it can answer.
     try:
         set_fp32_mode(mode)
+        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
         tf32 = mode == "tf32"
         assert torch.backends.cuda.matmul.allow_tf32 is tf32
         assert torch.backends.cudnn.allow_tf32 is tf32

@@ -348,11 +348,8 @@ def test_a_diverged_point_is_passed_over(tmp_path):
 
 
 def _nie_search(methods: list[str], backbones: list[str], stages: list[dict]) -> dict:
-    return _with_search(
-        cl_config.load(REPO_ROOT / "config.yaml"),
-        "nie2023",
-        {"methods": methods, "backbones": backbones, "stages": stages},
-    )
+    search = {"methods": methods, "backbones": backbones, "stages": stages}
+    return _with_search(cl_config.load(REPO_ROOT / "config.yaml"), "nie2023", search)
 
 
 def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tuple[dict, float]], winner: int):

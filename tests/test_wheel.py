@@ -120,12 +120,9 @@ def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
 
     # Reliability 9, U1: the calibration (make gpu-check's preset is package data) and the plan
     seen = json.loads(run(PLAN_DEMO).splitlines()[-1])
-    assert Path(seen["preset"]) == installed / "cost" / "gpu-check.yaml" and seen["measured"] == (
-        "results/gpu-check/calibration.json"  # relative: the working directory's, as the config's paths
-    )
-    assert (
-        seen["default"]
-        == seen["for_none"]
-        == "the shipped H200 file (contrastlab/cost/calibration_h200.json)"
-    )
+    assert Path(seen["preset"]) == installed / "cost" / "gpu-check.yaml"
+    # relative: the working directory's, as the config's paths
+    assert seen["measured"] == "results/gpu-check/calibration.json"
+    shipped = "the shipped H200 file (contrastlab/cost/calibration_h200.json)"
+    assert seen["default"] == seen["for_none"] == shipped
     assert seen["lock"] == "artifacts.lock.json" and seen["plan"] == ["plan.md", "plan.csv"]

@@ -202,15 +202,8 @@ def pinned_backbone(
     pinned = entry(lock_file, "backbones", repo_id)
     asked = revision or "main"
     if pinned is not None and asked not in (pinned["revision"], pinned.get("requested")):
-        raise mismatch(
-            lock_file,
-            "backbones",
-            repo_id,
-            "revision",
-            f"{pinned['revision']} (resolved from {pinned.get('requested')})",
-            asked,
-            where=where,
-        )
+        expected = f"{pinned['revision']} (resolved from {pinned.get('requested')})"
+        raise mismatch(lock_file, "backbones", repo_id, "revision", expected, asked, where=where)
     return pinned
 
 

@@ -257,11 +257,6 @@ def cell_text(content: Content) -> str:
     return str(content)
 
 
-def tally_text(tally: Tally) -> str:
-    counts = " · ".join(f"{word} {n}" for word, n in tally.counts.items())
-    return f"{tally.lead}{counts} (of {tally.of} claims).{tally.tail}"
-
-
 def _table_lines(table: Table, literals: Iterable[str] = ()) -> list[str]:
     if not table.rows:
         return ["none"]
@@ -287,7 +282,8 @@ def _block_lines(block, literals: Iterable[str] = ()) -> list[str]:
     if isinstance(block, Table):
         return _table_lines(block, literals)
     if isinstance(block, Tally):
-        return [text(tally_text(block))]
+        counts = " · ".join(f"{word} {n}" for word, n in block.counts.items())
+        return [text(f"{block.lead}{counts} (of {block.of} claims).{block.tail}")]
     if isinstance(block, Figure):
         files = text(cell_text(block.files))
         return [

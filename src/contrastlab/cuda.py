@@ -123,11 +123,9 @@ def diagnose(stack: GpuStack) -> str | None:
             f"torch {stack.torch_version} needs CUDA {stack.torch_cuda}, i.e. an NVIDIA driver >= "
             f"{needed[0]}.{needed[1]}, and this node has {where}; fix: {_fix_for(stack)}"
         )
-    missing = [gpu for gpu in stack.gpus if not _has_kernels(stack.arch_list, gpu.sm)]
-    if missing:
-        gpu = missing[0]
+    if missing := [gpu for gpu in stack.gpus if not _has_kernels(stack.arch_list, gpu.sm)]:
         return (
-            f"torch {stack.torch_version} (CUDA {stack.torch_cuda}) has no kernels for {gpu} (it has "
+            f"torch {stack.torch_version} (CUDA {stack.torch_cuda}) has no kernels for {missing[0]} (it has "
             f"{', '.join(stack.arch_list)}; NVIDIA driver {stack.driver}); fix: {_fix_for(stack)}"
         )
     return None

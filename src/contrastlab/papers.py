@@ -253,16 +253,13 @@ def paper_for(name: str) -> Paper | None:
 _VENUE_FIELD = {"inproceedings": "booktitle", "article": "journal"}
 
 
-def _author(family: str, given: str) -> str:
-    # a collective name is braced whole, so BibTeX does not split it into given and family names
-    return f"{family}, {given}" if given else "{" + family + "}"
-
-
 def bibtex(paper: Paper) -> str:
     """``paper`` as one BibTeX entry (titles braced, so BibTeX styles keep their capitals)."""
+    # a collective name is braced whole, so BibTeX does not split it into given and family names
+    authors = [f"{family}, {given}" if given else "{" + family + "}" for family, given in paper.authors]
     fields = [
         ("title", "{" + paper.title + "}"),
-        ("author", " and ".join(_author(*name) for name in paper.authors)),
+        ("author", " and ".join(authors)),
         (_VENUE_FIELD.get(paper.kind, "howpublished"), paper.venue),
         ("year", "" if paper.year is None else str(paper.year)),
         ("note", paper.note),

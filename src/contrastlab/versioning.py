@@ -204,13 +204,6 @@ def plots_path(name: str) -> Path:
     return Path(PLOTS_DIR) / name
 
 
-def frozen_paths(preset: Preset, root: str | os.PathLike = ".") -> list[Path]:
-    """The shared resources of ``preset`` that exist under ``root`` (what :func:`freeze` ``dvc add``s),
-    as paths relative to it."""
-    wanted = [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
-    return [path for path in wanted if (Path(root) / path).exists()]
-
-
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(tree, Mapping) or not tree:
         return {prefix: tree}
@@ -268,37 +261,26 @@ def check_configs_untouched(root: str | os.PathLike, baseline_rev: str) -> None:
 
     root = Path(root)
     listed = _git(root, "ls-tree", "-r", "--name-only", baseline_rev, "--", "config.yaml", "config")
-    rewritten = {}
+    rewritten, changes = [], []
     for name in listed.stdout.decode().split():
         if not name.endswith((".yaml", ".yml")) or not (root / name).is_file():
             continue
         current = (root / name).read_text(encoding="utf-8")
         baseline = _git(root, "show", f"{baseline_rev}:{name}").stdout.decode()
-        if current != baseline and _set_param_rewrite(baseline, current):
-            rewritten[name] = (baseline, current)
-    if not rewritten:
-        return
-    changes = []
-    for name, (baseline, current) in rewritten.items():
+        if current == baseline or not _set_param_rewrite(baseline, current):
+            continue
+        rewritten.append(name)
         (root / name).write_text(baseline, encoding="utf-8")
         before, after = _flatten(loads_yaml(baseline)), _flatten(loads_yaml(current))
         changes += [f"{key}={after.get(key)}" for key in after if before.get(key) != after.get(key)]
+    if not rewritten:
+        return
     example = changes[0] if changes else "KEY=VALUE"
     raise VersioningError(
         f"`dvc exp run -S <config file>:...` rewrote {', '.join(rewritten)} whole; restored it, nothing "
         f"ran. Set the value in {PARAMS_FILE} instead: dvc exp run -S '{example}' (a key {PARAMS_FILE} "
         "does not list takes a leading +)"
     )
-
-
-def _snakemake_streamed(preset: Preset, root: Path) -> None:
-    """Snakemake on ``preset`` in ``root``, its output going to this process's (the user sees the run)."""
-    done = subprocess.run([*_SNAKEMAKE, *preset.snakemake_args], cwd=root)
-    if done.returncode != 0:
-        raise VersioningError(
-            f"snakemake failed on {preset.configfile} (exit {done.returncode}; its output is above): "
-            "nothing is versioned"
-        )
 
 
 def _check_overlay_changes_a_cell(preset: Preset, root: Path) -> None:
@@ -340,12 +322,16 @@ def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> P
 
     root = Path(root).resolve()
     name = preset_name(configfile, root)
-    baseline = os.environ.get("DVC_EXP_BASELINE_REV")
-    if baseline:
+    if baseline := os.environ.get("DVC_EXP_BASELINE_REV"):
         check_configs_untouched(root, baseline)
     preset = load_preset(configfile, root)
     _check_overlay_changes_a_cell(preset, root)
-    _snakemake_streamed(preset, root)
+    done = subprocess.run([*_SNAKEMAKE, *preset.snakemake_args], cwd=root)  # its output is the user's
+    if done.returncode != 0:
+        raise VersioningError(
+            f"snakemake failed on {preset.configfile} (exit {done.returncode}; its output is above): "
+            "nothing is versioned"
+        )
     results = root / preset.results_dir
     for output in RESULTS_OUTPUTS:
         if "." not in output:  # a folder
@@ -390,20 +376,11 @@ def _check(done: subprocess.CompletedProcess, what: str) -> None:
         raise VersioningError(f"{what} failed (exit {done.returncode}): {detail}")
 
 
-def default_remote(root: str | os.PathLike = ".") -> str | None:
-    """The name of the DVC repository's default remote in ``root``, or None when none is set."""
-    root = Path(root)
-    if not (root / ".dvc").is_dir():
-        raise VersioningError(f"{root.resolve()} is not a DVC repository (no .dvc/ folder)")
-    done = _dvc(["remote", "default"], root, capture=True)
-    name = done.stdout.strip()
-    return name if done.returncode == 0 and name else None
-
-
 def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push: bool = True) -> list[Path]:
     """Version a finished run of the preset ``configfile``: ``dvc repro`` its stage (nothing left to
-    run; the outputs go to DVC's cache), ``dvc add`` the shared resources (:func:`frozen_paths`) and ``dvc
-    push`` both; returns the files to commit, relative to ``root``.
+    run; the outputs go to DVC's cache), ``dvc add`` the shared resources (those of
+    :data:`RESOURCES_OUTPUTS` that exist) and ``dvc push`` both; returns the files to commit, relative to
+    ``root``.
 
     Refuses in one line (:class:`VersioningError`) without a default remote (checked before any hashing),
     a stage in ``dvc.yaml``, a metrics file, or with jobs left or a Snakemake run using the results folder.
@@ -411,11 +388,15 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
     """
     root = Path(root).resolve()
     preset = load_preset(configfile, root)
-    if push and default_remote(root) is None:
-        raise VersioningError(
-            "no DVC remote configured: add one with `.venv/bin/dvc remote add -d store <folder or URL>` "
-            "(commit .dvc/config), then freeze again"
-        )
+    if push:
+        if not (root / ".dvc").is_dir():
+            raise VersioningError(f"{root} is not a DVC repository (no .dvc/ folder)")
+        remote = _dvc(["remote", "default"], root, capture=True)  # the default remote's name, if set
+        if remote.returncode != 0 or not remote.stdout.strip():
+            raise VersioningError(
+                "no DVC remote configured: add one with `.venv/bin/dvc remote add -d store <folder or URL>` "
+                "(commit .dvc/config), then freeze again"
+            )
     stage = stage_for(configfile, root)
     results = root / preset.results_dir
     if not any(Path(Results(results).metrics()).rglob("*.json")):
@@ -423,21 +404,20 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             f"nothing to freeze: {preset.configfile} has not run yet ({preset.results_dir}/metrics holds "
             f"no metrics file); run it first: .venv/bin/dvc repro {stage}"
         )
-    running = run_records(results)
-    if running:
+    if running := run_records(results):
         raise VersioningError(
             f"a Snakemake run is using {preset.results_dir} ({running[0].relative_to(root)} exists; if it "
             "was killed, run the workflow again to finish it): freeze when it has ended"
         )
-    left = pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n"))
-    if left:
+    if left := pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n")):
         jobs = ", ".join(f"{rule} {n}" for rule, n in left.items())
         raise VersioningError(
             f"{preset.configfile} is not a finished run: Snakemake would still run {jobs}; finish it "
             f"(.venv/bin/dvc repro {stage}), then freeze"
         )
     _check(_dvc(["repro", stage], root), f"dvc repro {stage}")
-    paths = frozen_paths(preset, root)
+    wanted = [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
+    paths = [path for path in wanted if (root / path).exists()]
     # Quiet: DVC would suggest `git add`ing the .gitignore files it writes, which .gitignore keeps out.
     if paths:
         _check(_dvc(["add", "--quiet", *map(str, paths)], root), "dvc add")
@@ -447,28 +427,21 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
     return [Path("dvc.lock"), summary_path(preset_name(configfile, root)), *pointers]
 
 
-def _locked_outputs(stage: str, root: Path) -> list[str] | None:
-    """The outputs ``dvc.lock`` records for ``stage`` (what ``dvc pull`` brings), None when it has none."""
-    lock = root / "dvc.lock"
-    if not lock.is_file():
-        return None
-    entry = ((read_yaml(lock) or {}).get("stages") or {}).get(stage)
-    return None if entry is None else [out["path"] for out in entry.get("outs", [])]
-
-
 def check_restorable(preset: Preset, root: str | os.PathLike = ".") -> dict[str, Any]:
     """Check that the pulled copy of ``preset`` in ``root`` is complete and came from this config (with
     the same params overlay) and these data; returns its record. Raises :class:`VersioningError` naming
     what is wrong."""
     root = Path(root)
     stage = stage_for(preset.configfile, root)
-    outputs = _locked_outputs(stage, root)
-    if outputs is None:
+    lock = root / "dvc.lock"
+    entry = ((read_yaml(lock) or {}).get("stages") or {}).get(stage) if lock.is_file() else None
+    if entry is None:
         raise VersioningError(
             f"nothing to restore for {preset.configfile}: dvc.lock has no stage {stage}; run `make freeze "
             f"CONFIG={preset.configfile}` where the preset ran and commit dvc.lock"
         )
-    cached = [path for path in outputs if not path.startswith(f"{PLOTS_DIR}/")]  # the PNGs: made again
+    # what dvc pull brings, but the PNGs: made again
+    cached = [out["path"] for out in entry.get("outs", []) if not out["path"].startswith(f"{PLOTS_DIR}/")]
     missing = [path for path in cached if not (root / path).exists()]
     record_path = root / preset.results_dir / FREEZE_RECORD
     if missing or not record_path.is_file():
@@ -526,18 +499,14 @@ def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> lis
     check_restorable(preset, root)
     config_args = [*preset.snakemake_args, "--cores", "1"]
     _snakemake([*config_args, "--touch", "--forceall"], root, "snakemake --touch --forceall")
-    left = pending_jobs(_snakemake([*config_args, "-n"], root, "snakemake -n"))
-    if left:
+    if left := pending_jobs(_snakemake([*config_args, "-n"], root, "snakemake -n")):
         jobs = ", ".join(f"{rule} {n}" for rule, n in left.items())
         raise VersioningError(
             f"the pulled copy of {preset.configfile} is not a finished run: Snakemake would still run "
             f"{jobs}; run the workflow to finish it"
         )
-    _snakemake(
-        [*config_args, "--forcerun", "tables", "--allowed-rules", "tables", "all"],
-        root,
-        "snakemake --forcerun tables",
-    )
+    tables_only = [*config_args, "--forcerun", "tables", "--allowed-rules", "tables", "all"]
+    _snakemake(tables_only, root, "snakemake --forcerun tables")
     results = Results(root / preset.results_dir)
     copy_figure_images(Path(results.figures), root / plots_path(preset_name(configfile, root)))
     return sorted(str(p.relative_to(root)) for p in Path(results.tables).iterdir())

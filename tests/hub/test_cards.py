@@ -155,9 +155,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
         "Top-1 accuracy, weighted kNN (knn_top1)": ("accuracy", 75.5, "uoft-cs/cifar10", "test"),
     }  # the geometry statistics are no accuracy: not in the model-index
     assert {r.task_type for r in results} == {"image-classification"}
-    assert (
-        "| embedding_variance | 3.00 |" in card_path.read_text()
-    )  # in the card's table, named as no accuracy
+    assert "| embedding_variance | 3.00 |" in card_path.read_text()  # in the card's table, as no accuracy
     assert "`embedding_variance` and `effective_rank_95` are the features' geometry" in card_path.read_text()
     assert loaded.data.library_name == "pytorch" and "macl_vision" in loaded.data.tags
     # OAR's FFN fine-tuning at 10% of the labels, on the demo's digits: named as local data, no hub id
@@ -210,14 +208,8 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
     assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
     path = written_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
-    tags = [
-        "image-feature-extraction",
-        "contrastive-learning",
-        "torchvision",
-        "macl-bs256",
-        "arxiv:2001.01234",
-    ]
-    assert ModelCard.load(path).data.tags == tags
+    image = ["image-feature-extraction", "contrastive-learning", "torchvision"]
+    assert ModelCard.load(path).data.tags == [*image, "macl-bs256", "arxiv:2001.01234"]
 
 
 def test_a_sweep_points_card_has_its_methods_published_number_as_the_table_does(tmp_path):

@@ -74,7 +74,7 @@ def mteb_results(folder: Path, scores: dict[str, float]) -> None:
         result.to_disk(path)
 
 
-def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
+def card(tmp_path: Path, mteb_dir: Path | None) -> Path:
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     params = tiny_checkpoint(model)
@@ -87,7 +87,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
         model_dir=model,
         metrics_path=tmp_path / "metrics.json",
         markers={name: tmp_path / f"{name}.json" for name in MARKERS},
-        backbones=kw.get("backbones", BACKBONES),
+        backbones=BACKBONES,
         data_config={"wiki_url": WIKI, "wiki_path": None, "senteval_url": TAR},
         mteb_dir=mteb_dir,
     )
@@ -104,14 +104,9 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
     (tmp_path / "mteb" / "bridge.json").write_text("{}")  # not MTEB's layout: not read
     parsed = ModelCard.load(card(tmp_path, tmp_path / "mteb"))
     data = parsed.data
-    assert (data.license, data.base_model, data.library_name) == (
-        "apache-2.0",
-        "bert-base-uncased",
-        "sentence-transformers",
-    )
-    assert (
-        data.datasets == ["princeton-nlp/datasets-for-simcse"] and data.pipeline_tag == "sentence-similarity"
-    )
+    assert data.license == "apache-2.0" and data.base_model == "bert-base-uncased"
+    assert data.library_name == "sentence-transformers" and data.pipeline_tag == "sentence-similarity"
+    assert data.datasets == ["princeton-nlp/datasets-for-simcse"]
     assert data.contrastlab["loss"] == "infonce" and data.contrastlab["commit"] == "abc"
     got = {
         (r.source_name or "SentEval", r.dataset_config, r.metric_type): r.metric_value
@@ -212,10 +207,8 @@ def test_each_backbones_licence_has_its_source():
         alias: pub.backbone_license(alias, config["backbones"])[0] for alias in ("bert-base", "roberta-base")
     }
     assert licences == {"bert-base": "apache-2.0", "roberta-base": "mit"}
-    assert (
-        "huggingface.co/FacebookAI/roberta-large"
-        in pub.backbone_license("roberta-large", config["backbones"])[1]
-    )
+    _, source = pub.backbone_license("roberta-large", config["backbones"])
+    assert "huggingface.co/FacebookAI/roberta-large" in source
     demo = load(REPO_ROOT / "config" / "demo.yaml")["backbones"]
     licence, source = pub.backbone_license("tiny-bert", demo)  # random weights, MiniLM's tokenizer
     assert licence == "apache-2.0" and source.startswith("randomly initialised weights")
@@ -234,14 +227,10 @@ def test_the_corpus_is_named_only_when_it_is_the_download():
     assert pub.training_corpus(download) == (["princeton-nlp/datasets-for-simcse"], WIKI)
     assert pub.training_corpus({**download, "fixture": True}) == ([], None)
     assert pub.training_corpus({**download, "wiki_path": "/data/wiki1m.txt"}) == ([], None)
-    assert pub.training_corpus({**download, "wiki_url": "https://example.org/c.txt"}) == (
-        [],
-        "https://example.org/c.txt",
-    )
-    assert pub.hub_dataset(WIKI.replace("/main/", "/" + "a" * 40 + "/")) == (
-        "princeton-nlp/datasets-for-simcse",
-        "a" * 40,
-    )
+    elsewhere = "https://example.org/c.txt"
+    assert pub.training_corpus({**download, "wiki_url": elsewhere}) == ([], elsewhere)
+    pinned = WIKI.replace("/main/", "/" + "a" * 40 + "/")
+    assert pub.hub_dataset(pinned) == ("princeton-nlp/datasets-for-simcse", "a" * 40)
 
 
 def _demo_config(tmp_path: Path) -> Path:
@@ -312,11 +301,8 @@ def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, 
         _plan(configfile, found, "no-slash")
     plan = _plan(configfile, found)
     meta = json.loads(plan.meta.read_text())
-    assert (meta["name"], meta["release_date"], meta["reference"]) == (
-        "me/model",
-        mr.checkpoint_date(found.model_dir),  # the day the run wrote the weights
-        "https://huggingface.co/me/model",
-    )
+    assert meta["name"] == "me/model" and meta["reference"] == "https://huggingface.co/me/model"
+    assert meta["release_date"] == mr.checkpoint_date(found.model_dir)  # the day the run wrote the weights
     assert meta["revision"] == mr.checkpoint_revision(found.model_dir)
     assert plan.meta == tmp_path / "results" / "publish" / CELL / pub.MODEL_META_FILE
     assert plan.files == {
@@ -434,11 +420,7 @@ def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_p
     }
     rows = {r.dataset_name: r for r in mr.mteb_eval_results(scores.values())}
     banking, stsb = rows["MTEB Banking77Classification (default)"], rows["MTEB STSBenchmark (default)"]
-    assert (banking.task_type, banking.task_name, banking.metric_value) == (
-        "Classification",
-        "Classification",
-        62.5,
-    )
+    assert banking.task_type == banking.task_name == "Classification" and banking.metric_value == 62.5
     assert (stsb.task_type, stsb.task_name, stsb.metric_value) == ("sentence-similarity", "STS", 75.0)
     assert banking.dataset_type == "mteb/banking77" and banking.metric_type == "accuracy"
 
@@ -465,11 +447,8 @@ def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path
     folder = tmp_path / "out" / "results" / "contrastlab__nie2023-bert-base-cl-seed42" / revision
     assert sorted(p.name for p in folder.glob("*.json")) == ["STSBenchmark.json", "model_meta.json"]
     written = json.loads((folder / "model_meta.json").read_text())
-    assert (written["license"], written["n_parameters"], written["revision"]) == (
-        "apache-2.0",
-        params,
-        revision,
-    )
+    assert written["license"] == "apache-2.0" and written["n_parameters"] == params
+    assert written["revision"] == revision
     assert written["release_date"] == mr.checkpoint_date(model) and "nie2023inadequacy" in written["citation"]
     loaded = mteb.ResultCache(tmp_path / "out").load_results(include_remote=False, require_model_meta=True)
     (result,) = loaded.model_results
@@ -516,19 +495,16 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path, monkeypatch)
     assert "https://github.com/embeddings-benchmark/results" in steps
     assert f"cp -r {staged.root}/results/me__model" in steps
     assert "gh pr create --repo embeddings-benchmark/results" in steps
-    monkeypatch.chdir(
-        tmp_path
-    )  # a relative results_dir (the presets'): cp's source still found from the clone
+    # a relative results_dir (the presets'): cp's source still found from the clone
+    monkeypatch.chdir(tmp_path)
     again = mr.stage_submission(
         found.mteb_dir, json.loads((folder / "model_meta.json").read_text()), "staged"
     )
     assert f"  cp -r {tmp_path.resolve()}/staged/results/me__model results/" in again.steps
     # without REPO / REVISION: the cell's own name, the weights' digest
     default = pub.mteb_submission(found, configfile)
-    assert (default.model, default.revision) == (
-        "contrastlab__nie2023-tiny-bert-cl-seed42",
-        mr.checkpoint_revision(found.model_dir),
-    )
+    assert default.model == "contrastlab__nie2023-tiny-bert-cl-seed42"
+    assert default.revision == mr.checkpoint_revision(found.model_dir)
     assert not folder.exists()  # the staging folder is laid out afresh each time
 
 
@@ -610,10 +586,8 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
     StubSubmit(RuntimeError("No GitHub token found.\nSet it")).install(monkeypatch, mteb.ResultCache)
     with pytest.raises(pub.PublishError) as caught:
         pub.mteb_submission(found, configfile, pull_request=True)
-    assert (
-        str(caught.value)
-        == "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
-    )
+    said = "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
+    assert str(caught.value) == said
 
 
 def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():

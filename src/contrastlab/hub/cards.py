@@ -41,7 +41,7 @@ from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
 from contrastlab.losses import catalog
 from contrastlab.losses.catalog import LOSS_MODULES
 from contrastlab.papers import paper_for, reference
-from contrastlab.paths import UnreadableMetricsError, read_metrics, write_json, write_text
+from contrastlab.paths import SCORE_KEYS, UnreadableMetricsError, read_metrics, write_json, write_text
 from contrastlab.tables.published import TABLES, load_meta, load_published, sweep_point_names
 
 __all__ = [
@@ -108,22 +108,6 @@ def _papers(experiment: str) -> list[str]:
 
 def _number(value: Any) -> str:
     return "–" if value is None else f"{float(value):.2f}"
-
-
-def _score_rows(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
-    ours = {
-        **metrics.get("scores", {}),
-        **{k: metrics.get(k) for k in ("sts_avg", "tr_avg", "tr_devacc_avg")},
-    }
-    paper = {row["task"]: row["value"] for row in published}
-    lines = ["| task | ours | published | Δ |", "|---|---:|---:|---:|"]
-    for task, value in ours.items():
-        if value is None:
-            continue
-        theirs = paper.get(task)
-        delta = f"{value - theirs:+.2f}" if theirs is not None else "–"
-        lines.append(f"| {task} | {_number(value)} | {_number(theirs)} | {delta} |")
-    return lines
 
 
 def model_card(
@@ -319,17 +303,17 @@ def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence
 def _evaluation(protocol: str, metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
     """What ``protocol`` measured, each score with the published number beside it, and where those are
     from."""
+    ours = {**metrics.get("scores", {}), **{key: metrics.get(key) for key in SCORE_KEYS}}
+    paper = {row["task"]: row["value"] for row in published}
+    lines = ["## Evaluation", "", protocol, "", "| task | ours | published | Δ |", "|---|---:|---:|---:|"]
+    for task, value in ours.items():
+        if value is None:
+            continue
+        theirs = paper.get(task)
+        delta = f"{value - theirs:+.2f}" if theirs is not None else "–"
+        lines.append(f"| {task} | {_number(value)} | {_number(theirs)} | {delta} |")
     tables = "; ".join(sorted({row["table"] for row in published}))
-    source = [f"Published numbers from {tables}.", ""] if published else []
-    return [
-        "## Evaluation",
-        "",
-        protocol,
-        "",
-        *_score_rows(metrics, published),
-        "",
-        *source,
-    ]
+    return [*lines, "", *([f"Published numbers from {tables}.", ""] if published else [])]
 
 
 def _mteb_rows(mteb: Sequence[MtebScore]) -> list[str]:
@@ -523,11 +507,10 @@ def write_model_card(
         senteval_url=(data_config or {}).get("senteval_url"),
         mteb=mteb_scores(mteb_dir),
     )
-    if not (model_dir / "config.json").is_file():
-        return write_text(out, text)  # a summary without weights (tests): no model for MTEB to describe
-    # described first: weights that cannot be read leave no card behind
-    meta = checkpoint_meta(model_dir, **cell, backbones=backbones, data_config=data_config)
-    write_json(Path(out).with_name(MODEL_META_FILE), meta)
+    if (model_dir / "config.json").is_file():  # else a summary without weights (tests): nothing to describe
+        # described first: weights that cannot be read leave no card behind
+        meta = checkpoint_meta(model_dir, **cell, backbones=backbones, data_config=data_config)
+        write_json(Path(out).with_name(MODEL_META_FILE), meta)
     return write_text(out, text)
 
 

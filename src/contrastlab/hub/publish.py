@@ -109,9 +109,7 @@ def backbone_license(alias: str, backbones: Mapping[str, Mapping[str, Any]]) -> 
     if "package" in spec:
         from contrastlab.artifacts import package_model_dir
 
-        folder = package_model_dir(spec["package"])
-        found = _card_license(folder)
-        if found:
+        if found := _card_license(package_model_dir(spec["package"])):
             return found, f"the model card the package `{spec['package']}` ships (model/README.md)"
     if "path" in spec and (found := _card_license(Path(spec["path"]))):
         return found, f"the model card in {spec['path']}"
