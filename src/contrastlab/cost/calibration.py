@@ -206,7 +206,12 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
         padding_free_ratio=ratios,
-        **_from_gpu_check(data, packing, chosen),
+        packing_variants={
+            k: f
+            for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
+            if (f := _packing_speedup(packing, chosen, k))
+        },
+        missing_parts=tuple(str(part) for part in data.get("missing_parts") or ()),
     )
 
 
@@ -224,18 +229,6 @@ def _padding_free_ratios(
             must = f"a precision of {', '.join(RESOLVED)} and a measured step-time ratio in (0, 2]"
             raise _bad(path, f"padding_free_ratio.{precision}", must, value)
     return {precision: float(value) for precision, value in ratios.items()}
-
-
-def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    """:class:`Calibration`'s ``packing_variants`` (the figures beside ``speedup``) and ``missing_parts``."""
-    return {
-        "packing_variants": {
-            k: f
-            for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
-            if (f := _packing_speedup(packing, path, k))
-        },
-        "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
-    }
 
 
 def _packing_speedup(
@@ -316,23 +309,18 @@ def calibration_from_measurements(
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
     if written := {key: figures for key, figures in (packing or {}).items() if figures}:
-        out["packing"] = _packing_section(source, written)
+        out["packing"] = {
+            "measured": True,
+            "source": f"{source}: 1, 2 and 4 concurrent small cells",
+            "speedup": {},  # counts as strings, as JSON keeps them
+            **{
+                key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
+                for key, f in written.items()
+            },
+        }
     if missing_parts:
         out["missing_parts"] = list(missing_parts)
     return out
-
-
-def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[str, Any]:
-    """A calibration's ``packing`` of measured figures, counts as strings."""
-    return {
-        "measured": True,
-        "source": f"{source}: 1, 2 and 4 concurrent small cells",
-        "speedup": {},
-        **{
-            key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
-            for key, f in written.items()
-        },
-    }
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
