@@ -135,6 +135,12 @@ def cell_row(
     phases = summary.get("phases") or {}
     dev = phases.get("dev_s", sum(timings.get(k, 0.0) for k in DEV_TIMINGS))
     snapshots_s = phases.get("snapshots_s", timings.get("state_s"))
+    # the start-up: the job's time outside its steps at the steady rate, its dev work and its snapshots
+    # (module docstring); None for a resumed job or where a figure is missing
+    whole = wall_s if wall_s is not None else phases.get("total_s", timings.get("total_s"))
+    startup = None
+    if not summary.get("resumed_from") and whole is not None and steps_per_s and snapshots_s is not None:
+        startup = whole - summary["steps"] / steps_per_s - dev - snapshots_s
     return {
         "cell": kind,
         "track": track,
@@ -149,7 +155,7 @@ def cell_row(
         "peak_gpu_memory_gib": summary.get("peak_gpu_memory_gib"),
         "skipped_steps": summary.get("skipped_steps", 0),
         "resumed_from": summary.get("resumed_from", []),
-        "startup_s": _startup(summary, steps_per_s, dev, snapshots_s, wall_s),
+        "startup_s": startup,
         "dev_eval_s": dev_evaluation_seconds(summary) if track == "sentence" else [],
         "dev_eval_work_s": dev_work_s,
         "snapshots": snapshots,
@@ -158,16 +164,6 @@ def cell_row(
         "start": summary.get("start"),
         "phases": phases,
     }
-
-
-def _startup(summary, steps_per_s, dev: float, snapshots_s, wall_s) -> float | None:
-    """The job's time outside its steps at the steady rate, its dev work and its snapshots (module
-    docstring); None for a resumed job or where a figure is missing."""
-    phases, timings = summary.get("phases") or {}, summary["timings"]
-    whole = wall_s if wall_s is not None else phases.get("total_s", timings.get("total_s"))
-    if summary.get("resumed_from") or whole is None or not steps_per_s or snapshots_s is None:
-        return None
-    return whole - summary["steps"] / steps_per_s - dev - snapshots_s
 
 
 def _mean(values: Sequence[float]) -> float | None:

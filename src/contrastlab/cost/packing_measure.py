@@ -51,15 +51,6 @@ STEP_COPY_MODULES = (
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
-def _context(forkserver_preload: Sequence[str] | None):
-    """Spawn, or (``forkserver_preload``) fork from a server that imported those modules once."""
-    if forkserver_preload is None:
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", *forkserver_preload])
-    return ctx
-
-
 def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | None) -> dict[str, Any]:
     """One row of :func:`pooled_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
     ``alone`` (None: this is the one), the largest peak and the step mode the copies ran."""
@@ -89,11 +80,14 @@ def pooled_rows(
     each k of ``counts`` (the first 1): :func:`_packing_row` of k copies timed at once. max(``counts``)
     workers start once; for each k the first k time ``steps`` steps together while the others wait at a
     barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA starts (an
-    MPS daemon's pipe); ``forkserver_preload``: :func:`_context`. Raises ``RuntimeError`` (one line) when
-    a worker fails or is silent for ``timeout`` seconds."""
+    MPS daemon's pipe); ``forkserver_preload``: the workers fork from a server that imported these
+    modules once (else each is spawned). Raises ``RuntimeError`` (one line) when a worker fails or is
+    silent for ``timeout`` seconds."""
     if not counts or counts[0] != 1:
         raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
-    ctx = _context(forkserver_preload)
+    ctx = mp.get_context("spawn" if forkserver_preload is None else "forkserver")
+    if forkserver_preload is not None:
+        ctx.set_forkserver_preload(["__main__", *forkserver_preload])
     workers = max(counts)
     results, barrier = ctx.Queue(), ctx.Barrier(workers, timeout=timeout)
     args = (dict(series), tuple(counts), steps, dict(env or {}), barrier, results)
