@@ -396,7 +396,11 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
         vision = [_trained_path(grid, c) for c in grid.cells if _is_vision(grid, c)]
         first = [_trained_path(grid, killed_cell), *vision]
-        command = _snakemake(configfile, [*first, *_image_markers(grid)], cores)
+        datasets = dict.fromkeys(grid.experiment(c.experiment).dataset for c in grid.cells)
+        images = [
+            Path(data_marker_path(results, f"images-{d}")) for d in datasets if d
+        ]  # the image data markers
+        command = _snakemake(configfile, [*first, *images], cores)
         killed = _kill_after_first_snapshot(command, marker, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
     evaluated = [_metrics_path(grid, cell) for cell in grid.cells if cell.method in EVALUATED]
@@ -409,12 +413,6 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
             f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"
         )
     return killed
-
-
-def _image_markers(grid: cl_config.Grid) -> list[Path]:
-    """The data markers of the image datasets the preset's vision cells train on."""
-    datasets = dict.fromkeys(grid.experiment(c.experiment).dataset for c in grid.cells)
-    return [Path(data_marker_path(grid.results.root, f"images-{d}")) for d in datasets if d]
 
 
 def _metrics_path(grid: cl_config.Grid, cell) -> Path:

@@ -33,7 +33,7 @@ from contrastlab.cost.calibration import (
     vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
-from contrastlab.cost.measured import NONE, grouped
+from contrastlab.cost.measured import NONE, grouped, known_total
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
@@ -248,11 +248,6 @@ def start_text(start: Mapping[str, Any] | None) -> str:
     return f"cold ({start['why_cold']})" if start.get("why_cold") else "cold"
 
 
-def _sum(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
     """The report's actual-against-plan section: per rule and per job, the wall time beside the plan's
     seconds under each calibration of ``planned`` (label -> seconds), each job's start and start-up, and
@@ -265,8 +260,11 @@ def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
         [
             rule,
             str(len(group)),
-            _fmt(_sum(j.get("wall_s") for j in group), ".1f"),
-            *(_fmt(_sum((j.get("planned") or {}).get(label) for j in group), ".1f") for label in labels),
+            known_total((j.get("wall_s") for j in group), sum, ".1f"),
+            *(
+                known_total(((j.get("planned") or {}).get(label) for j in group), sum, ".1f")
+                for label in labels
+            ),
         ]
         for rule, group in grouped(jobs, lambda j: j["rule"]).items()
     ]

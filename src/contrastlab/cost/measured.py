@@ -119,13 +119,9 @@ def metrics_device(metrics_path: str | os.PathLike) -> str | None:
 #: The rules of a cell whose job may hold a GPU, and where the job's device is recorded: the training log,
 #: or the metrics file of the cell's track (the probe jobs run on the CPU).
 _DEVICE_RECORD = {
-    "train": "log",
-    "train_vision": "log",
-    "encode": "sentence",
-    "encode_pretrained": "sentence",
-    "search_encode": "sentence",
-    "encode_vision": "vision",
-    "evaluate_vision": "vision",
+    **dict.fromkeys(("train", "train_vision"), "log"),
+    **dict.fromkeys(("encode", "encode_pretrained", "search_encode"), "sentence"),
+    **dict.fromkeys(("encode_vision", "evaluate_vision"), "vision"),
 }
 
 
@@ -207,7 +203,7 @@ def hms(seconds: float) -> str:
     return f"{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-def _known(values: Iterable[float | None], total: Callable[[list[float]], float], spec: str) -> str:
+def known_total(values: Iterable[float | None], total: Callable[[list[float]], float], spec: str) -> str:
     """``total`` (max, sum) of the known ``values`` formatted by ``spec``; "—" where none is known."""
     known = [v for v in values if v is not None]
     return format(total(known), spec) if known else NONE
@@ -242,8 +238,8 @@ def per_paper(jobs: Sequence[JobCost], projected: Projected | None = None) -> li
             "jobs": str(len(group)),
             "cells": str(len({j.cell for j in group if j.cell})),
             "wall": hms(sum(j.seconds for j in group)),
-            "peak RSS (MB)": _known((j.max_rss_mb for j in group), max, ".0f"),
-            "GPU-h": _known((j.gpu_hours for j in group), sum, ".2f"),
+            "peak RSS (MB)": known_total((j.max_rss_mb for j in group), max, ".0f"),
+            "GPU-h": known_total((j.gpu_hours for j in group), sum, ".2f"),
             **_projected(projected, "paper", paper),
         }
         for paper, group in sorted(grouped(jobs, lambda j: j.paper).items())
@@ -259,8 +255,8 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
             "jobs": str(len(group)),
             "wall": hms(sum(j.seconds for j in group)),
             "mean per job": hms(sum(j.seconds for j in group) / len(group)),
-            "peak RSS (MB)": _known((j.max_rss_mb for j in group), max, ".0f"),
-            "GPU-h": _known((j.gpu_hours for j in group), sum, ".2f"),
+            "peak RSS (MB)": known_total((j.max_rss_mb for j in group), max, ".0f"),
+            "GPU-h": known_total((j.gpu_hours for j in group), sum, ".2f"),
             **_projected(projected, "rule", rule),
         }
         for rule, group in sorted(grouped(jobs, lambda j: j.rule).items())
@@ -283,9 +279,9 @@ def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
             {
                 "cell": cell,
                 **{step: hms(sum(seconds)) if seconds else NONE for step, seconds in steps.items()},
-                "peak RSS (MB)": _known((j.max_rss_mb for j in group), max, ".0f"),
-                "peak GPU mem (GiB)": _known((j.peak_gpu_gib for j in group), max, ".1f"),
-                "GPU-h": _known((j.gpu_hours for j in group), sum, ".2f"),
+                "peak RSS (MB)": known_total((j.max_rss_mb for j in group), max, ".0f"),
+                "peak GPU mem (GiB)": known_total((j.peak_gpu_gib for j in group), max, ".1f"),
+                "GPU-h": known_total((j.gpu_hours for j in group), sum, ".2f"),
                 **_projected(projected, "cell", cell),
             }
         )
