@@ -211,8 +211,11 @@ def run(args: argparse.Namespace) -> Path:
     """``make gpu-check`` (``args``: ``scripts/gpu_check.py``'s): parts ``cells`` (the fp16 cell killed
     after its first snapshot and resumed), ``checks`` and ``packing``, each followed by ``report.md`` and
     ``calibration.json``; returns the report's path. Without a usable GPU (nor ``--toy``): one line."""
-    if not args.toy:
-        _require_gpu()
+    if not args.toy:  # one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none
+        if problem := cuda.diagnose(cuda.probe()):
+            raise SystemExit(f"contrastlab: make gpu-check: {problem}")
+        if line := cuda.no_gpu_line("make gpu-check"):
+            raise SystemExit(line)
     config, configfile = _preset(args)
     grid = cl_config.Grid(config)
     results = Path(grid.results.root)
@@ -356,14 +359,6 @@ def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calib
                 )
             evaluations.append({"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "work_s": work_s})
     return rows, jobs, evaluations
-
-
-def _require_gpu() -> None:
-    """Stop with one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none."""
-    if problem := cuda.diagnose(cuda.probe()):
-        raise SystemExit(f"contrastlab: make gpu-check: {problem}")
-    if line := cuda.no_gpu_line("make gpu-check"):
-        raise SystemExit(line)
 
 
 def _preset(args: argparse.Namespace) -> tuple[dict, Path]:

@@ -275,31 +275,22 @@ def vision_step(
     built = build_parts(s, run, None, size)  # the trainer's own: seeded modules, optimiser, loss, cuDNN
     images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
     parts = (built.forward_encoder, built.head, built.loss_fn, built.optimizer, built.params)
-    step = _image_step(run, s, parts, (built.augment, built.views, images), built.memory_format, graph=graph)
-    return StepCopy(step, where, run.precision.name, warmup, graph=graph)
-
-
-def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool) -> Callable[[], Any]:
-    """One image step as the trainer runs it without OAR's pass, captured (``graph``) or eager; ``parts``
-    = (encoder, head, loss, optimiser, parameters), ``data`` = (augmentation, views' generator, images)."""
-    encoder, head, loss_fn, optimizer, params = parts
-    augment, views, images = data
-    options = {"memory_format": memory_format, "head_autocast": s.head_autocast}
+    options = {"memory_format": built.memory_format, "head_autocast": s.head_autocast}
     if graph:
         captured = vision_capture.capture_vision_step(
-            run, train_step, parts, augment, views, images, calls=s.augment_calls, **options
+            run, train_step, parts, built.augment, built.views, images, calls=s.augment_calls, **options
         )
-        return lambda: captured(images)
+        return StepCopy(lambda: captured(images), where, run.precision.name, warmup, graph=True)
 
     eager = {**options, "autocast": run.autocast, "with_stats": False, "scale": run.scale}
 
-    def step() -> None:
+    def step() -> None:  # as the trainer runs it eager, without OAR's pass
         with run.step_context():
-            pair = two_views(augment, images, views, s.augment_calls)
-            train_step(encoder, head, loss_fn, *pair, **eager)
-            run.optimizer_step(optimizer, params, clip_norm=None)
+            pair = two_views(built.augment, images, built.views, s.augment_calls)
+            train_step(built.forward_encoder, built.head, built.loss_fn, *pair, **eager)
+            run.optimizer_step(built.optimizer, built.params, clip_norm=None)
 
-    return step
+    return StepCopy(step, where, run.precision.name, warmup, graph=False)
 
 
 def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:
