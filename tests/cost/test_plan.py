@@ -460,17 +460,16 @@ def test_a_user_corpus_is_counted_line_by_line(tmp_path):
 
 def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():
     measured = [cl_calibration.Measurement("vision", "bf16", 1e12, 10.0)]  # 0.1 s a step
-    with_overhead = cl_calibration.calibration_from_measurements(
-        measured, device="H100", source="test", overheads_s={"vision_step": 0.05}
+    calibrate = functools.partial(
+        cl_calibration.calibration_from_measurements, measured, device="H100", source="test"
     )
+    with_overhead = calibrate(overheads_s={"vision_step": 0.05})
     assert with_overhead["achieved_tflops"]["vision"]["bf16"] == pytest.approx(20.0)  # 1e12 in 0.05 s
-    without = cl_calibration.calibration_from_measurements(measured, device="H100", source="test")
+    without = calibrate()
     assert without["achieved_tflops"]["vision"]["bf16"] == pytest.approx(10.0)
     assert without["overheads_s"]["vision_step"] == 0.0  # not the default's: no double counting
     with pytest.raises(ValueError, match="leaves no time for the FLOPs"):
-        cl_calibration.calibration_from_measurements(
-            measured, device="H100", source="test", overheads_s={"vision_step": 0.2}
-        )
+        calibrate(overheads_s={"vision_step": 0.2})
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,12 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
         padding_free_ratio=ratios,
-        **_from_gpu_check(data, packing, chosen),
+        packing_variants={
+            k: f
+            for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
+            if (f := _packing_speedup(packing, chosen, k))
+        },
+        missing_parts=tuple(str(part) for part in data.get("missing_parts") or ()),
     )
 
 
@@ -224,18 +229,6 @@ def _padding_free_ratios(
             must = f"a precision of {', '.join(RESOLVED)} and a measured step-time ratio in (0, 2]"
             raise _bad(path, f"padding_free_ratio.{precision}", must, value)
     return {precision: float(value) for precision, value in ratios.items()}
-
-
-def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    """:class:`Calibration`'s ``packing_variants`` (the figures beside ``speedup``) and ``missing_parts``."""
-    return {
-        "packing_variants": {
-            k: f
-            for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
-            if (f := _packing_speedup(packing, path, k))
-        },
-        "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
-    }
 
 
 def _packing_speedup(

@@ -335,12 +335,6 @@ def cell_work(
     return _sentence_work(grid, cell, s, model or backbone_transformer(grid, cell.backbone), bf16)
 
 
-def token_profile(grid: cl_config.Grid) -> str:
-    """The training corpus's token profile: ``wiki1m`` (also for ``data.wiki_path``), or "" for the
-    fixture (not profiled: a padding-free step is priced at full rows)."""
-    return "" if grid.data.get("fixture") else "wiki1m"
-
-
 def _sentence_work(
     grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any], model: Transformer, bf16: bool
 ) -> CellWork:
@@ -359,7 +353,8 @@ def _sentence_work(
     padded_step_flops = training_step_flops(n, batch, length)
     mode = sentence_mode(s, model.model_type, bf16)
     padding_free = mode.padding_free
-    profile = token_profile(grid)
+    # wiki1m's token profile (a data.wiki_path's too); the fixture is not profiled: its rows priced full
+    profile = "" if grid.data.get("fixture") else "wiki1m"
     real = profile_real_tokens(length) if profile else float(length)
     # The padded step's FLOPs at the ratio of the full counts: the calibrated rate is a padded step's
     # 6·N·T over its time, attention's share of that time included.

@@ -26,7 +26,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
-from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, CellWork, cell_work
+from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
 from contrastlab.cost.measured import read_job_costs
 from contrastlab.cost.packing import SHARES
@@ -94,12 +94,6 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def sts_dev_sentences(senteval_dir: str | Path) -> int:
-    """Unique sentences of the STS-B dev split under ``senteval_dir`` (what one dev evaluation encodes)."""
-    pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "dev")
-    return len(set(pairs.a) | set(pairs.b))
-
-
 #: The steps each packed copy (:func:`measure_packing`) times per count, and the untimed ones before
 #: (capture, kernel choice, optimiser state).
 PACKING_PRECISIONS = ("fp32", "bf16")
@@ -129,7 +123,7 @@ def packing_series(
         s = grid.settings_copy(cell)
         folder = str(Path(state_dir, cell.method))
         common = {"device": device, "warmup": warmup, "state_dir": folder}
-        if grid.experiment(cell.experiment).track == "vision":
+        if _is_vision(grid, cell):
             if not s.get("oar_fraction"):
                 n_images = DATASET_IMAGES[s["dataset"]][0]
                 n_train = n_images - int(float(s.get("val_fraction") or 0) * n_images)
@@ -217,8 +211,11 @@ def run(args: argparse.Namespace) -> Path:
     """``make gpu-check`` (``args``: ``scripts/gpu_check.py``'s): parts ``cells`` (the fp16 cell killed
     after its first snapshot and resumed), ``checks`` and ``packing``, each followed by ``report.md`` and
     ``calibration.json``; returns the report's path. Without a usable GPU (nor ``--toy``): one line."""
-    if not args.toy:
-        _require_gpu()
+    if not args.toy:  # one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none
+        if problem := cuda.diagnose(cuda.probe()):
+            raise SystemExit(f"contrastlab: make gpu-check: {problem}")
+        if line := cuda.no_gpu_line("make gpu-check"):
+            raise SystemExit(line)
     config, configfile = _preset(args)
     grid = cl_config.Grid(config)
     results = Path(grid.results.root)
@@ -227,7 +224,8 @@ def run(args: argparse.Namespace) -> Path:
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     env = environment()
     shipped = cl_calibration.shipped_calibration(str(env.get("device")))
-    dev_sentences = sts_dev_sentences(senteval_dir)
+    pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "dev")
+    dev_sentences = len(set(pairs.a) | set(pairs.b))  # the unique sentences one dev evaluation encodes
     rows, jobs, evaluations = _measured(grid, results, shipped, dev_sentences)
     write = functools.partial(
         write_report,
@@ -316,18 +314,35 @@ def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calib
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     rows, trained = [], {}
     for cell in grid.cells:
-        rule = "train_vision" if grid.experiment(cell.experiment).track == "vision" else "train"
-        dev_work = dev_work_seconds(works[cell.path], shipped, dev_sentences)
-        rows.append(_cell_row(grid, cell, works[cell.path], walls.get((rule, cell.path)), dev_work))
-        trained[rule, cell.path] = rows[-1]
+        vision, work = _is_vision(grid, cell), works[cell.path]
+        rule = "train_vision" if vision else "train"
+        name = "settings.json" if vision else "train_summary.json"
+        summary = json.loads((_trained_path(grid, cell) / name).read_text())
+        kind = f"vision {cell.experiment.removeprefix('gpu_check_')}" if vision else f"sentence {cell.method}"
+        # the calibration's rate class: OAR's 224-px cell measures vision_large, MACL's 32-px one vision
+        row = cell_row(
+            summary,
+            work.step_flops,
+            kind,
+            work.rate_class,
+            snapshots=work.snapshots,
+            snapshot_gib=work.snapshot_gib,
+            wall_s=walls.get((rule, cell.path)),
+            dev_work_s=dev_work_seconds(work, shipped, dev_sentences),
+        )
+        rows.append(row)
+        trained[rule, cell.path] = row
     planned = planned_seconds(grid, shipped)
     jobs, evaluations = [], []
     cells = {cell.path: cell for cell in grid.cells}
     for j in costs:
         place = (j.rule, j.cell)
         encoding = j.rule in ("encode", "encode_vision") and j.cell in cells
-        # an encoding's start and phases as its metrics keep them
-        row = _encoding_record(grid, cells[j.cell]) if encoding else trained.get(place) or {}
+        if encoding:  # its start and phases as its cell's metrics keep them (``encoding``)
+            record = read_json(_metrics_path(grid, cells[j.cell])).get("encoding") or {}
+            row = {"start": record.get("start"), "phases": record.get("phases")}
+        else:
+            row = trained.get(place) or {}
         jobs.append(
             {"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "planned": {"shipped": planned.get(place)}}
             | {key: row.get(key) for key in ("start", "phases", "startup_s")}
@@ -344,14 +359,6 @@ def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calib
                 )
             evaluations.append({"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "work_s": work_s})
     return rows, jobs, evaluations
-
-
-def _require_gpu() -> None:
-    """Stop with one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none."""
-    if problem := cuda.diagnose(cuda.probe()):
-        raise SystemExit(f"contrastlab: make gpu-check: {problem}")
-    if line := cuda.no_gpu_line("make gpu-check"):
-        raise SystemExit(line)
 
 
 def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
@@ -382,9 +389,13 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
     killed = False
     if not _trained_path(grid, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
-        vision = [c for c in grid.cells if grid.experiment(c.experiment).track == "vision"]
-        first = [_trained_path(grid, killed_cell), *map(functools.partial(_trained_path, grid), vision)]
-        command = _snakemake(configfile, [*first, *_image_markers(grid)], cores)
+        vision = [_trained_path(grid, c) for c in grid.cells if _is_vision(grid, c)]
+        first = [_trained_path(grid, killed_cell), *vision]
+        datasets = dict.fromkeys(grid.experiment(c.experiment).dataset for c in grid.cells)
+        images = [
+            Path(data_marker_path(results, f"images-{d}")) for d in datasets if d
+        ]  # the image data markers
+        command = _snakemake(configfile, [*first, *images], cores)
         killed = _kill_after_first_snapshot(command, marker, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
     evaluated = [_metrics_path(grid, cell) for cell in grid.cells if cell.method in EVALUATED]
@@ -397,12 +408,6 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
             f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"
         )
     return killed
-
-
-def _image_markers(grid: cl_config.Grid) -> list[Path]:
-    """The data markers of the image datasets the preset's vision cells train on."""
-    datasets = dict.fromkeys(grid.experiment(c.experiment).dataset for c in grid.cells)
-    return [Path(data_marker_path(grid.results.root, f"images-{d}")) for d in datasets if d]
 
 
 def _metrics_path(grid: cl_config.Grid, cell) -> Path:
@@ -432,12 +437,6 @@ def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: floa
     return True
 
 
-def _encoding_record(grid: cl_config.Grid, cell) -> dict[str, Any]:
-    """An encoding job's ``start`` and ``phases`` as its cell's metrics keep them (``encoding``)."""
-    encoding = read_json(_metrics_path(grid, cell)).get("encoding") or {}
-    return {"start": encoding.get("start"), "phases": encoding.get("phases")}
-
-
 def _snapshot_on_disk(marker: Path) -> bool:
     """Whether the trainer's snapshot marker (:func:`~contrastlab.training.snapshots.note_submitted`)
     says a snapshot was submitted with an earlier one complete on disk."""
@@ -447,32 +446,13 @@ def _snapshot_on_disk(marker: Path) -> bool:
         return False
 
 
+def _is_vision(grid: cl_config.Grid, cell) -> bool:
+    return grid.experiment(cell.experiment).track == "vision"
+
+
 def _trained_path(grid: cl_config.Grid, cell) -> Path:
     """The folder a cell's training job writes: its sentence checkpoint or its image encoder."""
-    vision = grid.experiment(cell.experiment).track == "vision"
-    return Path(grid.results.checkpoint(cell, "encoder" if vision else "model"))
-
-
-def _cell_row(
-    grid: cl_config.Grid, cell, work: CellWork, wall_s: float | None, dev_work_s: float = 0.0
-) -> dict[str, Any]:
-    """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell, from its summary, the plan's
-    ``work`` and its job's wall time (None where unknown)."""
-    vision = grid.experiment(cell.experiment).track == "vision"
-    name = "settings.json" if vision else "train_summary.json"
-    summary = json.loads((_trained_path(grid, cell) / name).read_text())
-    kind = f"vision {cell.experiment.removeprefix('gpu_check_')}" if vision else f"sentence {cell.method}"
-    # the calibration's rate class: OAR's 224-px cell measures vision_large, MACL's 32-px one vision
-    return cell_row(
-        summary,
-        work.step_flops,
-        kind,
-        work.rate_class,
-        snapshots=work.snapshots,
-        snapshot_gib=work.snapshot_gib,
-        wall_s=wall_s,
-        dev_work_s=dev_work_s,
-    )
+    return Path(grid.results.checkpoint(cell, "encoder" if _is_vision(grid, cell) else "model"))
 
 
 def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
@@ -481,7 +461,7 @@ def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
     found = {
         c.method: (json.loads(_metrics_path(grid, c).read_text()).get("encoding") or {}).get("device")
         for c in grid.cells
-        if grid.experiment(c.experiment).track != "vision" and c.method in EVALUATED
+        if not _is_vision(grid, c) and c.method in EVALUATED
     }
     wrong = {method: where for method, where in found.items() if where != device}
     return (

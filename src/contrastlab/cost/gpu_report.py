@@ -33,7 +33,7 @@ from contrastlab.cost.calibration import (
     vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
-from contrastlab.cost.measured import NONE, grouped
+from contrastlab.cost.measured import NONE, grouped, known_total
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
@@ -135,6 +135,12 @@ def cell_row(
     phases = summary.get("phases") or {}
     dev = phases.get("dev_s", sum(timings.get(k, 0.0) for k in DEV_TIMINGS))
     snapshots_s = phases.get("snapshots_s", timings.get("state_s"))
+    # the start-up: the job's time outside its steps at the steady rate, its dev work and its snapshots
+    # (module docstring); None for a resumed job or where a figure is missing
+    whole = wall_s if wall_s is not None else phases.get("total_s", timings.get("total_s"))
+    startup = None
+    if not summary.get("resumed_from") and whole is not None and steps_per_s and snapshots_s is not None:
+        startup = whole - summary["steps"] / steps_per_s - dev - snapshots_s
     return {
         "cell": kind,
         "track": track,
@@ -149,7 +155,7 @@ def cell_row(
         "peak_gpu_memory_gib": summary.get("peak_gpu_memory_gib"),
         "skipped_steps": summary.get("skipped_steps", 0),
         "resumed_from": summary.get("resumed_from", []),
-        "startup_s": _startup(summary, steps_per_s, dev, snapshots_s, wall_s),
+        "startup_s": startup,
         "dev_eval_s": dev_evaluation_seconds(summary) if track == "sentence" else [],
         "dev_eval_work_s": dev_work_s,
         "snapshots": snapshots,
@@ -158,16 +164,6 @@ def cell_row(
         "start": summary.get("start"),
         "phases": phases,
     }
-
-
-def _startup(summary, steps_per_s, dev: float, snapshots_s, wall_s) -> float | None:
-    """The job's time outside its steps at the steady rate, its dev work and its snapshots (module
-    docstring); None for a resumed job or where a figure is missing."""
-    phases, timings = summary.get("phases") or {}, summary["timings"]
-    whole = wall_s if wall_s is not None else phases.get("total_s", timings.get("total_s"))
-    if summary.get("resumed_from") or whole is None or not steps_per_s or snapshots_s is None:
-        return None
-    return whole - summary["steps"] / steps_per_s - dev - snapshots_s
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -252,11 +248,6 @@ def start_text(start: Mapping[str, Any] | None) -> str:
     return f"cold ({start['why_cold']})" if start.get("why_cold") else "cold"
 
 
-def _sum(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
     """The report's actual-against-plan section: per rule and per job, the wall time beside the plan's
     seconds under each calibration of ``planned`` (label -> seconds), each job's start and start-up, and
@@ -269,8 +260,11 @@ def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
         [
             rule,
             str(len(group)),
-            _fmt(_sum(j.get("wall_s") for j in group), ".1f"),
-            *(_fmt(_sum((j.get("planned") or {}).get(label) for j in group), ".1f") for label in labels),
+            known_total((j.get("wall_s") for j in group), sum, ".1f"),
+            *(
+                known_total(((j.get("planned") or {}).get(label) for j in group), sum, ".1f")
+                for label in labels
+            ),
         ]
         for rule, group in grouped(jobs, lambda j: j["rule"]).items()
     ]

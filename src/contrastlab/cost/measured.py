@@ -119,13 +119,9 @@ def metrics_device(metrics_path: str | os.PathLike) -> str | None:
 #: The rules of a cell whose job may hold a GPU, and where the job's device is recorded: the training log,
 #: or the metrics file of the cell's track (the probe jobs run on the CPU).
 _DEVICE_RECORD = {
-    "train": "log",
-    "train_vision": "log",
-    "encode": "sentence",
-    "encode_pretrained": "sentence",
-    "search_encode": "sentence",
-    "encode_vision": "vision",
-    "evaluate_vision": "vision",
+    **dict.fromkeys(("train", "train_vision"), "log"),
+    **dict.fromkeys(("encode", "encode_pretrained", "search_encode"), "sentence"),
+    **dict.fromkeys(("encode_vision", "evaluate_vision"), "vision"),
 }
 
 
@@ -207,14 +203,10 @@ def hms(seconds: float) -> str:
     return f"{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-def _rss(jobs: Iterable[JobCost]) -> str:
-    known = [j.max_rss_mb for j in jobs if j.max_rss_mb is not None]
-    return f"{max(known):.0f}" if known else NONE
-
-
-def _gpu_hours(jobs: Iterable[JobCost]) -> str:
-    known = [j.gpu_hours for j in jobs if j.gpu_hours is not None]
-    return f"{sum(known):.2f}" if known else NONE
+def known_total(values: Iterable[float | None], total: Callable[[list[float]], float], spec: str) -> str:
+    """``total`` (max, sum) of the known ``values`` formatted by ``spec``; "—" where none is known."""
+    known = [v for v in values if v is not None]
+    return format(total(known), spec) if known else NONE
 
 
 def grouped(jobs: Iterable[Any], key: Callable[[Any], str]) -> dict[str, list[Any]]:
@@ -246,8 +238,8 @@ def per_paper(jobs: Sequence[JobCost], projected: Projected | None = None) -> li
             "jobs": str(len(group)),
             "cells": str(len({j.cell for j in group if j.cell})),
             "wall": hms(sum(j.seconds for j in group)),
-            "peak RSS (MB)": _rss(group),
-            "GPU-h": _gpu_hours(group),
+            "peak RSS (MB)": known_total((j.max_rss_mb for j in group), max, ".0f"),
+            "GPU-h": known_total((j.gpu_hours for j in group), sum, ".2f"),
             **_projected(projected, "paper", paper),
         }
         for paper, group in sorted(grouped(jobs, lambda j: j.paper).items())
@@ -263,8 +255,8 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
             "jobs": str(len(group)),
             "wall": hms(sum(j.seconds for j in group)),
             "mean per job": hms(sum(j.seconds for j in group) / len(group)),
-            "peak RSS (MB)": _rss(group),
-            "GPU-h": _gpu_hours(group),
+            "peak RSS (MB)": known_total((j.max_rss_mb for j in group), max, ".0f"),
+            "GPU-h": known_total((j.gpu_hours for j in group), sum, ".2f"),
             **_projected(projected, "rule", rule),
         }
         for rule, group in sorted(grouped(jobs, lambda j: j.rule).items())
@@ -283,14 +275,13 @@ def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
     rows = []
     for cell, group in sorted(grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
         steps = {s: [j.seconds for j in group if _step(j.rule) == s] for s in ("train", "encode", "evaluate")}
-        peaks = [j.peak_gpu_gib for j in group if j.peak_gpu_gib is not None]
         rows.append(
             {
                 "cell": cell,
                 **{step: hms(sum(seconds)) if seconds else NONE for step, seconds in steps.items()},
-                "peak RSS (MB)": _rss(group),
-                "peak GPU mem (GiB)": f"{max(peaks):.1f}" if peaks else NONE,
-                "GPU-h": _gpu_hours(group),
+                "peak RSS (MB)": known_total((j.max_rss_mb for j in group), max, ".0f"),
+                "peak GPU mem (GiB)": known_total((j.peak_gpu_gib for j in group), max, ".1f"),
+                "GPU-h": known_total((j.gpu_hours for j in group), sum, ".2f"),
                 **_projected(projected, "cell", cell),
             }
         )

@@ -102,12 +102,6 @@ def _measured(calibration: Any, track: str, precision: str, mps: bool, batch: in
     return (by_precision or {}).get(precision) or {}
 
 
-def _vision_batches(calibration: Any) -> list[int]:
-    """The batches the calibration's image packing figures were measured at."""
-    found = (VISION_PACKING_KEY.fullmatch(key) for key in calibration.packing_variants)
-    return sorted({int(match.group(2)) for match in found if match})
-
-
 def speedup(figures: Mapping[int, float], share: int) -> float:
     """The summed speed-up of ``share`` concurrent cells (``figures``: copies -> speed-up,
     :func:`step_figures`): the figure of the largest measured count up to ``share``; 1 (priced as if
@@ -192,7 +186,9 @@ def _figures_text(calibration: Any) -> str:
             f"the calibration's packing figures are {why}, so none is priced "
             f"(source: {calibration.packing_source or 'none'})"
         )
-    steps = [("sentence", 0), *(("vision", batch) for batch in _vision_batches(calibration))]
+    found = (VISION_PACKING_KEY.fullmatch(key) for key in calibration.packing_variants)
+    batches = sorted({int(match.group(2)) for match in found if match})  # those of the image figures
+    steps = [("sentence", 0), *(("vision", batch) for batch in batches)]
     found = [
         f"{track} {precision} {measured_mode(track, precision)}{f' batch {batch}' if batch else ''} "
         f"{'under' if mps else 'without'} MPS "

@@ -51,15 +51,6 @@ STEP_COPY_MODULES = (
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
-def _context(forkserver_preload: Sequence[str] | None):
-    """Spawn, or (``forkserver_preload``) fork from a server that imported those modules once."""
-    if forkserver_preload is None:
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", *forkserver_preload])
-    return ctx
-
-
 def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | None) -> dict[str, Any]:
     """One row of :func:`pooled_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
     ``alone`` (None: this is the one), the largest peak and the step mode the copies ran."""
@@ -89,11 +80,14 @@ def pooled_rows(
     each k of ``counts`` (the first 1): :func:`_packing_row` of k copies timed at once. max(``counts``)
     workers start once; for each k the first k time ``steps`` steps together while the others wait at a
     barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA starts (an
-    MPS daemon's pipe); ``forkserver_preload``: :func:`_context`. Raises ``RuntimeError`` (one line) when
-    a worker fails or is silent for ``timeout`` seconds."""
+    MPS daemon's pipe); ``forkserver_preload``: the workers fork from a server that imported these
+    modules once (else each is spawned). Raises ``RuntimeError`` (one line) when a worker fails or is
+    silent for ``timeout`` seconds."""
     if not counts or counts[0] != 1:
         raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
-    ctx = _context(forkserver_preload)
+    ctx = mp.get_context("spawn" if forkserver_preload is None else "forkserver")
+    if forkserver_preload is not None:
+        ctx.set_forkserver_preload(["__main__", *forkserver_preload])
     workers = max(counts)
     results, barrier = ctx.Queue(), ctx.Barrier(workers, timeout=timeout)
     args = (dict(series), tuple(counts), steps, dict(env or {}), barrier, results)
@@ -281,31 +275,22 @@ def vision_step(
     built = build_parts(s, run, None, size)  # the trainer's own: seeded modules, optimiser, loss, cuDNN
     images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
     parts = (built.forward_encoder, built.head, built.loss_fn, built.optimizer, built.params)
-    step = _image_step(run, s, parts, (built.augment, built.views, images), built.memory_format, graph=graph)
-    return StepCopy(step, where, run.precision.name, warmup, graph=graph)
-
-
-def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool) -> Callable[[], Any]:
-    """One image step as the trainer runs it without OAR's pass, captured (``graph``) or eager; ``parts``
-    = (encoder, head, loss, optimiser, parameters), ``data`` = (augmentation, views' generator, images)."""
-    encoder, head, loss_fn, optimizer, params = parts
-    augment, views, images = data
-    options = {"memory_format": memory_format, "head_autocast": s.head_autocast}
+    options = {"memory_format": built.memory_format, "head_autocast": s.head_autocast}
     if graph:
         captured = vision_capture.capture_vision_step(
-            run, train_step, parts, augment, views, images, calls=s.augment_calls, **options
+            run, train_step, parts, built.augment, built.views, images, calls=s.augment_calls, **options
         )
-        return lambda: captured(images)
+        return StepCopy(lambda: captured(images), where, run.precision.name, warmup, graph=True)
 
     eager = {**options, "autocast": run.autocast, "with_stats": False, "scale": run.scale}
 
-    def step() -> None:
+    def step() -> None:  # as the trainer runs it eager, without OAR's pass
         with run.step_context():
-            pair = two_views(augment, images, views, s.augment_calls)
-            train_step(encoder, head, loss_fn, *pair, **eager)
-            run.optimizer_step(optimizer, params, clip_norm=None)
+            pair = two_views(built.augment, images, built.views, s.augment_calls)
+            train_step(built.forward_encoder, built.head, built.loss_fn, *pair, **eager)
+            run.optimizer_step(built.optimizer, built.params, clip_norm=None)
 
-    return step
+    return StepCopy(step, where, run.precision.name, warmup, graph=False)
 
 
 def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:

@@ -343,7 +343,13 @@ def plan_report(
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
         )
-    grid, calibration, card = _priced_grid(config, gpu_model, calibration_path)
+    # priced for the card the jobs will get, as their wall-time requests are
+    gpu_model = gpu_model or config["resources"].get("gpu_model")
+    calibration = calibration_for(gpu_model, calibration_path)
+    card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
+    if card:  # the grid names the priced card: cost.flops resolves precision and step mode on it
+        config = {**config, "resources": {**config["resources"], "gpu_model": card}}
+    grid = cl_config.Grid(config)
     jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
     works = {job.cell: job.works[AS_CONFIGURED] for job in jobs if job.works}
     probe_s = probe_seconds(grid, calibration)
@@ -368,19 +374,6 @@ def plan_report(
         print(text)
     out = Path(out_dir or grid.results.plan)
     return [write_text(out / "plan.md", text + "\n"), write_plan_csv(out / "plan.csv", jobs)]
-
-
-def _priced_grid(
-    config: Mapping[str, Any], gpu_model: str | None, calibration_path: str | os.PathLike | None
-) -> tuple[cl_config.Grid, Any, str | None]:
-    """The plan's one grid, priced for the card the jobs will get (``gpu_model``, else
-    ``resources.gpu_model``) as their wall-time requests are, that card's calibration, and its model name."""
-    gpu_model = gpu_model or config["resources"].get("gpu_model")
-    calibration = calibration_for(gpu_model, calibration_path)
-    card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
-    if card:  # the grid names the priced card: cost.flops resolves precision and step mode on it
-        config = {**config, "resources": {**config["resources"], "gpu_model": card}}
-    return cl_config.Grid(config), calibration, card
 
 
 #: A GPU job's wall-time request (SLURM's ``-t``) when the config sets none: its projection × this

@@ -47,26 +47,6 @@ class Schedule:
         return self.gpu_busy_s / (self.gpus * self.makespan_s) if self.makespan_s else 0.0
 
 
-def _tails(
-    jobs: Sequence[SimJob], needed_by: Mapping[str, list[str]]
-) -> tuple[dict[str, float], dict[str, str | None]]:
-    """Per job, the longest chain of work from its start to the DAG's end, and the next job on it."""
-    length = {j.name: j.seconds for j in jobs}
-    tail: dict[str, float] = {}
-    following: dict[str, str | None] = {}
-
-    def visit(name: str) -> float:  # the DAG is three jobs deep: recursion is shallow
-        if name not in tail:
-            best = max(needed_by[name], key=visit, default=None)
-            tail[name] = length[name] + (visit(best) if best else 0.0)
-            following[name] = best
-        return tail[name]
-
-    for job in jobs:
-        visit(job.name)
-    return tail, following
-
-
 def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
     """Run ``jobs`` on ``gpus`` GPU slots and ``cpus`` CPU slots, critical-path-first (module docstring)."""
     if gpus < 1 or cpus < 1:
@@ -79,7 +59,19 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
     for job in jobs:
         for name in job.after:
             needed_by[name].append(job.name)
-    tail, following = _tails(jobs, needed_by)
+    # per job, the longest chain of work from its start to the DAG's end, and the next job on it
+    tail: dict[str, float] = {}
+    following: dict[str, str | None] = {}
+
+    def visit(name: str) -> float:  # the DAG is three jobs deep: recursion is shallow
+        if name not in tail:
+            best = max(needed_by[name], key=visit, default=None)
+            tail[name] = by_name[name].seconds + (visit(best) if best else 0.0)
+            following[name] = best
+        return tail[name]
+
+    for job in jobs:
+        visit(job.name)
     waiting_on = {j.name: len(j.after) for j in jobs}
     free = {"gpu": gpus, "cpu": cpus}
     # ready jobs per slot kind, longest tail first (name breaks ties: the same plan, the same answer)
