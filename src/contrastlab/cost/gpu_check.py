@@ -392,10 +392,8 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
         vision = [_trained_path(grid, c) for c in grid.cells if _is_vision(grid, c)]
         first = [_trained_path(grid, killed_cell), *vision]
         datasets = dict.fromkeys(grid.experiment(c.experiment).dataset for c in grid.cells)
-        images = [
-            Path(data_marker_path(results, f"images-{d}")) for d in datasets if d
-        ]  # the image data markers
-        command = _snakemake(configfile, [*first, *images], cores)
+        image_markers = [Path(data_marker_path(results, f"images-{d}")) for d in datasets if d]
+        command = _snakemake(configfile, [*first, *image_markers], cores)
         killed = _kill_after_first_snapshot(command, marker, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
     evaluated = [_metrics_path(grid, cell) for cell in grid.cells if cell.method in EVALUATED]
