@@ -180,13 +180,12 @@ def test_a_loss_file_named_without_its_callable_is_told_the_form(repo_root):
 
 
 def test_missing_config_file(tmp_path):
-    with pytest.raises(cl_config.ConfigError, match="does not exist"):
-        cl_config.load(tmp_path / "nope.yaml")
-    with pytest.raises(cl_config.ConfigError, match="is a folder; pass an existing YAML file"):
-        cl_config.load(tmp_path)  # was IsADirectoryError's traceback (make plan CONFIG=<a folder>)
+    assert "does not exist" in refused(cl_config.load, tmp_path / "nope.yaml")
+    # a folder: was IsADirectoryError's traceback (make plan CONFIG=<a folder>)
+    assert "is a folder; pass an existing YAML file" in refused(cl_config.load, tmp_path)
     (tmp_path / "mine.yaml").write_text("seeds: [42]\n")  # a partial preset: nothing is merged under it
-    with pytest.raises(cl_config.ConfigError, match="property; a --configfile replaces config.yaml whole"):
-        cl_config.load(tmp_path / "mine.yaml")
+    replaced = "property; a --configfile replaces config.yaml whole"
+    assert replaced in refused(cl_config.load, tmp_path / "mine.yaml")
 
 
 def test_full_grid_size(repo_root):
@@ -339,7 +338,5 @@ def test_mteb_is_off_in_the_full_run_on_in_the_demo_and_checks_its_source(repo_r
     assert cl_config.load(repo_root / "config.yaml")["mteb"] == full
     demo = cl_config.load(repo_root / "config/demo.yaml")
     assert demo["mteb"]["enabled"] and demo["mteb"]["data"] == "standin"
-    with pytest.raises(cl_config.ConfigError, match="mteb.data"):
-        cl_config.validate(
-            {**yaml.safe_load((repo_root / "config/demo.yaml").read_text()), "mteb": {"data": "web"}}
-        )
+    web = {**yaml.safe_load((repo_root / "config/demo.yaml").read_text()), "mteb": {"data": "web"}}
+    assert "mteb.data" in refused(cl_config.validate, web)

@@ -16,10 +16,10 @@ def _config(*overrides: str) -> dict:
     return snakemake_config(DEMO, *overrides)
 
 
-def refused(call, *args) -> str:
-    """The message of the ConfigError ``call(*args)`` raises, one line."""
+def refused(call, *args, **kwargs) -> str:
+    """The message of the ConfigError ``call(*args, **kwargs)`` raises, one line."""
     with pytest.raises(cl_config.ConfigError) as caught:
-        call(*args)
+        call(*args, **kwargs)
     message = str(caught.value)
     assert "\n" not in message, message
     return message
