@@ -4,12 +4,14 @@ one-line errors (protocol.md section 3)."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.artifacts import LOCK_NAME
 from contrastlab.paths import REPO_ROOT
+from tests.config.test_refused_at_validation import refused
 
 BASE = {
     "seeds": [1],
@@ -70,8 +72,7 @@ def test_hp_sweep_and_method_labels():
 def test_select_by_method_or_by_sweep_point():
     assert len(cl_config.Grid(make(select={"methods": ["cl"]})).cells) == 3  # 2 sweep points + txt/cl
     assert [c.method for c in cl_config.Grid(make(select={"methods": ["cl-bs512"]})).cells] == ["cl-bs512"]
-    with pytest.raises(cl_config.ConfigError, match=r"unknown method 'cl-bs65'.*cl-bs512"):
-        make(select={"methods": ["cl-bs65"]})
+    assert re.search(r"unknown method 'cl-bs65'.*cl-bs512", refused(make, select={"methods": ["cl-bs65"]}))
 
 
 @pytest.mark.parametrize(
@@ -91,16 +92,15 @@ def test_select_by_method_or_by_sweep_point():
     ],
 )
 def test_mistakes_are_one_line_errors(changes, message):
-    with pytest.raises(cl_config.ConfigError, match=message) as caught:
-        make(**changes)
-    assert "\n" not in str(caught.value)
+    assert re.search(message, refused(make, **changes))
 
 
 def test_a_vision_experiment_needs_its_dataset():
     config = copy.deepcopy(BASE)
     del config["experiments"]["img"]["dataset"]
-    with pytest.raises(cl_config.ConfigError, match=r"experiments\.img.*'dataset' is a required property"):
-        cl_config.validate(config)
+    assert re.search(
+        r"experiments\.img.*'dataset' is a required property", refused(cl_config.validate, config)
+    )
 
 
 def test_command_line_text_is_read_per_track():

@@ -16,14 +16,19 @@ def _config(*overrides: str) -> dict:
     return snakemake_config(DEMO, *overrides)
 
 
+def refused(call, *args, **kwargs) -> str:
+    """The message of the ConfigError ``call(*args, **kwargs)`` raises, one line."""
+    with pytest.raises(cl_config.ConfigError) as caught:
+        call(*args, **kwargs)
+    message = str(caught.value)
+    assert "\n" not in message, message
+    return message
+
+
 def _refusal(*overrides: str, file_overlay: dict | None = None) -> str:
     """The one-line refusal of the demo config with ``--config`` overrides and a YAML ``file_overlay`` (a
     second --configfile)."""
-    with pytest.raises(cl_config.ConfigError) as caught:
-        cl_config.validate(cl_config.deep_merge(_config(*overrides), file_overlay or {}))
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
+    return refused(cl_config.validate, cl_config.deep_merge(_config(*overrides), file_overlay or {}))
 
 
 # --- G4: every schema-typed key converts from command-line text the same way, at any depth -------------

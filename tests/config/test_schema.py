@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from contrastlab import config as cl_config
+from tests.config.test_refused_at_validation import refused
 
 
 def test_text_values_become_the_schemas_types(repo_root):
@@ -45,5 +46,4 @@ def test_yaml11_exponent_without_a_dot_is_a_number(tmp_path, repo_root):
     ],
 )
 def test_text_that_is_not_the_type_still_fails_naming_the_key(repo_root, override, expected):
-    with pytest.raises(cl_config.ConfigError, match="^" + expected.replace("(", r"\(")):
-        cl_config.load(repo_root / "config" / "demo.yaml", override)
+    assert refused(cl_config.load, repo_root / "config" / "demo.yaml", override).startswith(expected)

@@ -14,6 +14,12 @@ from contrastlab.data.download import sha256_file
 _TEXT = "".join(f"sentence number {i} of the corpus .\n" for i in range(1, 2001))
 
 
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    """Where a user's corpus lies (data.wiki_path)."""
+    return tmp_path / "wiki.txt"
+
+
 def _refused(corpus: Path) -> str:
     """The one-line refusal of ``corpus``, which names the key and the file first."""
     with pytest.raises(CorpusError) as refused:
@@ -23,19 +29,17 @@ def _refused(corpus: Path) -> str:
     return message
 
 
-def test_the_digest_is_the_files_sha256_whatever_the_reads_and_the_last_newline(tmp_path):
+def test_the_digest_is_the_files_sha256_whatever_the_reads_and_the_last_newline(corpus):
     """Lines spanning the 1 MiB reads, and a last line without its newline, are hashed as the file is."""
-    corpus = tmp_path / "wiki.txt"
     line = "a sentence of exactly fifty bytes, newline too ..\n"
     corpus.write_text(line * (3 * CHUNK // len(line)) + "the last line, no newline")
     assert CHUNK % len(line) != 0 and corpus.stat().st_size > 3 * CHUNK - len(line)
     assert check_corpus(corpus) == sha256_file(corpus)
 
 
-def test_a_line_is_counted_where_it_is_past_the_first_read(tmp_path):
+def test_a_line_is_counted_where_it_is_past_the_first_read(corpus):
     """Line numbers run on across the 1 MiB reads: 30,000 lines of 50 bytes (1.43 MiB), blank from line
     29,001 (1,000 of them: 3.3%) and one byte that is not UTF-8 on line 25,000."""
-    corpus = tmp_path / "wiki.txt"
     line = b"a sentence of exactly fifty bytes, newline too ..\n"
     corpus.write_bytes(line * 29_000 + b"\n" * 1_000)
     assert corpus.stat().st_size > CHUNK
@@ -50,8 +54,7 @@ def test_a_line_is_counted_where_it_is_past_the_first_read(tmp_path):
     )
 
 
-def test_one_blank_line_in_a_hundred_is_accepted_and_more_is_not(tmp_path):
-    corpus = tmp_path / "wiki.txt"
+def test_one_blank_line_in_a_hundred_is_accepted_and_more_is_not(corpus):
     corpus.write_text("".join(f"sentence {i} .\n" for i in range(198)) + "  \n\n")  # 2 of 200
     assert check_corpus(corpus) == sha256_file(corpus)
     corpus.write_text("".join(f"sentence {i} .\n" for i in range(197)) + "\n\t\n \n")  # 3 of 200
@@ -61,8 +64,7 @@ def test_one_blank_line_in_a_hundred_is_accepted_and_more_is_not(tmp_path):
 @pytest.mark.fault(
     "corpus with byte 0xe9 on line 100 (D1)", "refused before any job naming file, line 100, fix"
 )
-def test_a_corpus_that_is_not_utf8_is_refused_naming_the_line(tmp_path, observed):
-    corpus = tmp_path / "wiki.txt"
+def test_a_corpus_that_is_not_utf8_is_refused_naming_the_line(corpus, observed):
     lines = [f"sentence number {i} ." for i in range(1, 201)]
     corpus.write_bytes(
         "\n".join(lines).encode().replace(b"sentence number 100 ", b"sentence n\xe9 100 ") + b"\n"
@@ -74,8 +76,7 @@ def test_a_corpus_that_is_not_utf8_is_refused_naming_the_line(tmp_path, observed
 
 
 @pytest.mark.fault("corpus of 2000 empty lines (D2)", "refused before training: no sentence")
-def test_a_corpus_of_blank_lines_is_refused(tmp_path, observed):
-    corpus = tmp_path / "wiki.txt"
+def test_a_corpus_of_blank_lines_is_refused(corpus, observed):
     corpus.write_text("\n" * 1990 + "  \n" * 10)
     message = _refused(corpus)
     assert "all of its 2000 lines are blank" in message, message
@@ -83,8 +84,7 @@ def test_a_corpus_of_blank_lines_is_refused(tmp_path, observed):
 
 
 @pytest.mark.fault("empty corpus file (D4)", "refused as empty, naming data.wiki_path")
-def test_an_empty_corpus_is_refused_as_empty(tmp_path, observed):
-    corpus = tmp_path / "wiki.txt"
+def test_an_empty_corpus_is_refused_as_empty(corpus, observed):
     corpus.write_bytes(b"")
     message = _refused(corpus)
     assert message == (
@@ -111,24 +111,27 @@ def _compress(kind: str, text: str) -> bytes:
     return buffer.getvalue()
 
 
+def _faults(fault: str, said: str, cases: list[tuple]) -> list:
+    """Each case a parameter named by its first value and marked as ``fault``, answered ``said`` (both
+    formatted with the case's values)."""
+    return [
+        pytest.param(*case, id=case[0], marks=pytest.mark.fault(fault.format(*case), said.format(*case)))
+        for case in cases
+    ]
+
+
+COMPRESSED = [
+    ("gzip", ".gz", "gunzip -k"),
+    ("bz2", ".bz2", "bunzip2 -k"),
+    ("xz", ".xz", "unxz -k"),
+    ("zstd", ".zst", "unzstd"),
+    ("zip", ".zip", "unzip"),
+]
+
+
 @pytest.mark.parametrize(
     ("kind", "suffix", "fix"),
-    [
-        pytest.param(
-            kind,
-            suffix,
-            fix,
-            marks=pytest.mark.fault(f"{kind}-compressed corpus (M7)", "refused in one line: decompress it"),
-            id=kind,
-        )
-        for kind, suffix, fix in [
-            ("gzip", ".gz", "gunzip -k"),
-            ("bz2", ".bz2", "bunzip2 -k"),
-            ("xz", ".xz", "unxz -k"),
-            ("zstd", ".zst", "unzstd"),
-            ("zip", ".zip", "unzip"),
-        ]
-    ],
+    _faults("{}-compressed corpus (M7)", "refused in one line: decompress it", COMPRESSED),
 )
 def test_a_compressed_corpus_is_named_compressed_with_the_command_to_decompress_it(
     tmp_path, observed, kind, suffix, fix
@@ -142,25 +145,18 @@ def test_a_compressed_corpus_is_named_compressed_with_the_command_to_decompress_
     observed(message[message.index("is ") :][:110])
 
 
+UTF = [
+    ("utf-16", "utf-16"),  # with its byte-order mark
+    ("utf-16-le", "utf-16le"),  # no mark: every other byte NUL
+    ("utf-16-be", "utf-16be"),
+    ("utf-32", "utf-32"),
+]
+
+
 @pytest.mark.parametrize(
-    ("encoding", "source"),
-    [
-        pytest.param(
-            encoding,
-            source,
-            marks=pytest.mark.fault(f"{encoding} corpus (M7)", "refused in one line: iconv -f " + source),
-            id=encoding,
-        )
-        for encoding, source in [
-            ("utf-16", "utf-16"),  # with its byte-order mark
-            ("utf-16-le", "utf-16le"),  # no mark: every other byte NUL
-            ("utf-16-be", "utf-16be"),
-            ("utf-32", "utf-32"),
-        ]
-    ],
+    ("encoding", "source"), _faults("{} corpus (M7)", "refused in one line: iconv -f {1}", UTF)
 )
-def test_a_utf16_corpus_is_named_with_the_iconv_that_converts_it(tmp_path, observed, encoding, source):
-    corpus = tmp_path / "wiki.txt"
+def test_a_utf16_corpus_is_named_with_the_iconv_that_converts_it(corpus, observed, encoding, source):
     corpus.write_bytes(("caf\u00e9 " + _TEXT).encode(encoding))
     message = _refused(corpus)
     assert f"{corpus} is {encoding.upper()[:6]} text" in message, message
@@ -169,35 +165,20 @@ def test_a_utf16_corpus_is_named_with_the_iconv_that_converts_it(tmp_path, obser
     observed(message[message.index("is ") :][:110])
 
 
+CONVERTED = [
+    ("gzip", "gzip file", "binary garbage, not text: a gzip-compressed file put through iconv -f latin1"),
+    ("utf-16", "UTF-16 file", "binary garbage, not text: a UTF-16 text file put through iconv -f latin1"),
+    ("gzip-headless", "gzip file, its first line cut", "control characters, NULs or U+FFFD (first: line 1)"),
+]
+
+
 @pytest.mark.parametrize(
-    ("original", "expected"),
-    [
-        pytest.param(
-            original,
-            expected,
-            marks=pytest.mark.fault(f"{original} put through iconv -f latin1 (M7)", "refused in one line"),
-            id=name,
-        )
-        for name, original, expected in [
-            (
-                "gzip",
-                "gzip file",
-                "binary garbage, not text: a gzip-compressed file put through iconv -f latin1",
-            ),
-            (
-                "utf-16",
-                "UTF-16 file",
-                "binary garbage, not text: a UTF-16 text file put through iconv -f latin1",
-            ),
-            (
-                "gzip-headless",
-                "gzip file, its first line cut",
-                "control characters, NULs or U+FFFD (first: line 1)",
-            ),
-        ]
-    ],
+    ("name", "original", "expected"),
+    _faults("{1} put through iconv -f latin1 (M7)", "refused in one line", CONVERTED),
 )
-def test_a_binary_file_converted_as_latin1_is_refused_as_garbage(tmp_path, observed, original, expected):
+def test_a_binary_file_converted_as_latin1_is_refused_as_garbage(
+    tmp_path, observed, name, original, expected
+):
     import gzip
     import random
 
@@ -218,15 +199,13 @@ def test_a_binary_file_converted_as_latin1_is_refused_as_garbage(tmp_path, obser
     observed(message[message.index("is ") :][:110])
 
 
-def test_latin1_text_is_still_told_to_convert_with_iconv_latin1(tmp_path):
-    corpus = tmp_path / "wiki.txt"
+def test_latin1_text_is_still_told_to_convert_with_iconv_latin1(corpus):
     corpus.write_bytes(("caf\u00e9 cr\u00e8me br\u00fbl\u00e9e .\n" + _TEXT).encode("latin1"))
     message = _refused(corpus)
     assert "is not UTF-8: line 1 holds byte 0xe9" in message, message
     assert f"iconv -f latin1 -t utf-8 {corpus} > " in message, message
 
 
-def test_text_with_a_stray_control_character_is_still_accepted(tmp_path):
-    corpus = tmp_path / "wiki.txt"
+def test_text_with_a_stray_control_character_is_still_accepted(corpus):
     corpus.write_bytes(("caf\u00e9 a\x01b \u00e0 la cr\u00e8me .\n" + _TEXT).encode())
     assert check_corpus(corpus) == sha256_file(corpus)

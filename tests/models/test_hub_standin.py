@@ -52,21 +52,22 @@ def test_tiny_bert_is_deterministic_and_complete(tiny_bert_files, tmp_path):
     assert folder_files(tmp_path) == tiny_bert_files
 
 
-def test_snapshot_at_main_loads_with_transformers(hf_hub, tiny_bert_files, tmp_path):
+def test_snapshot_at_main_loads_with_transformers_and_is_served_offline(
+    hf_hub, tiny_bert_files, monkeypatch, tmp_path
+):
     from transformers import AutoModel
 
     sha = hf_hub.add_repo(REPO, tiny_bert_files)
-    cached = Path(snapshot_download(REPO, revision="main", allow_patterns=PATTERNS))
-    local = Path(
-        snapshot_download(REPO, revision="main", local_dir=tmp_path / "local", allow_patterns=PATTERNS)
-    )
+    cached = snapshot_download(REPO, revision="main", allow_patterns=PATTERNS)
+    local = snapshot_download(REPO, revision="main", local_dir=tmp_path / "local", allow_patterns=PATTERNS)
 
-    assert cached.name == sha  # <cache>/models--contrastlab-test--tiny-bert/snapshots/<sha>
+    assert Path(cached).name == sha  # <cache>/models--contrastlab-test--tiny-bert/snapshots/<sha>
     assert read_tree(cached) == read_tree(local) == tiny_bert_files
     # the weights are an lfs file: the cache names their blob by sha256 (X-Linked-Etag), not by git oid
-    weights = cached / "model.safetensors"
+    weights = Path(cached) / "model.safetensors"
     assert weights.resolve().name == hashlib.sha256(weights.read_bytes()).hexdigest()
-    assert (cached.parent.parent / "refs" / "main").read_text() == sha
+    assert (Path(cached).parent.parent / "refs" / "main").read_text() == sha
+    assert snapshot_download(REPO, revision=sha, allow_patterns=PATTERNS) == cached
 
     before = len(hf_hub.requests)
     model = AutoModel.from_pretrained(local)
@@ -74,6 +75,19 @@ def test_snapshot_at_main_loads_with_transformers(hf_hub, tiny_bert_files, tmp_p
     assert (config.hidden_size, config.num_hidden_layers, config.intermediate_size) == (32, 2, 37)
     assert model.config.vocab_size == 30522
     assert len(hf_hub.requests) == before  # loading a folder asks the hub nothing
+
+    hf_hub.requests.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sync_client_constants(monkeypatch)  # huggingface_hub read HF_HUB_OFFLINE when imported
+    assert huggingface_hub.constants.HF_HUB_OFFLINE
+    # a branch resolves through the cache's refs/main, a commit sha directly
+    assert snapshot_download(REPO, revision="main", allow_patterns=PATTERNS) == cached
+    assert snapshot_download(REPO, revision=sha, allow_patterns=PATTERNS) == cached
+    assert (
+        snapshot_download(REPO, revision=sha, local_dir=tmp_path / "local", allow_patterns=PATTERNS) == local
+    )
+    assert Path(hf_hub_download(REPO, "config.json", revision="main")).parent == Path(cached)
+    assert hf_hub.requests == []
 
 
 def test_old_commit_stays_downloadable_after_main_moves(hf_hub, tiny_bert_files, tmp_path):
@@ -94,26 +108,6 @@ def test_old_commit_stays_downloadable_after_main_moves(hf_hub, tiny_bert_files,
     assert Path(snapshot_download(REPO, revision=first)).name == first
     pinned = hf_hub_download(REPO, "config.json", revision=first)
     assert Path(pinned).read_bytes() == tiny_bert_files["config.json"]
-
-
-def test_cached_snapshot_is_served_offline_without_a_request(hf_hub, tiny_bert_files, monkeypatch, tmp_path):
-    sha = hf_hub.add_repo(REPO, tiny_bert_files)
-    cached = snapshot_download(REPO, revision="main", allow_patterns=PATTERNS)
-    assert snapshot_download(REPO, revision=sha, allow_patterns=PATTERNS) == cached
-    local = snapshot_download(REPO, revision=sha, local_dir=tmp_path / "local", allow_patterns=PATTERNS)
-    hf_hub.requests.clear()
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    sync_client_constants(monkeypatch)  # huggingface_hub read HF_HUB_OFFLINE when imported
-    assert huggingface_hub.constants.HF_HUB_OFFLINE
-    # a branch resolves through the cache's refs/main, a commit sha directly
-    assert snapshot_download(REPO, revision="main", allow_patterns=PATTERNS) == cached
-    assert snapshot_download(REPO, revision=sha, allow_patterns=PATTERNS) == cached
-    assert (
-        snapshot_download(REPO, revision=sha, local_dir=tmp_path / "local", allow_patterns=PATTERNS) == local
-    )
-    assert Path(hf_hub_download(REPO, "config.json", revision="main")).parent == Path(cached)
-    assert hf_hub.requests == []
 
 
 def test_configure_client_is_undone_with_its_monkeypatch(tmp_path):

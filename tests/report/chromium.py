@@ -11,16 +11,8 @@ import tempfile
 from pathlib import Path
 
 #: Headless, offline and quiet: no sandbox (containers), no GPU, no network of its own.
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+FLAGS = """--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
+    --disable-component-update --disable-sync""".split()
 
 #: Runs at the end of the page, once the layout is known: the contents list's links and whether each
 #: names an element's id, every heading's id, the page's width and each box that could widen it.

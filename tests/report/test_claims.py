@@ -123,6 +123,12 @@ def claim(claim_id: str) -> dict:
     return next(c for c in all_claims() if c["id"] == claim_id)
 
 
+def swept(name: str, seeds: list[int], sweep: dict) -> Grid:
+    """The grid of config.yaml's experiment ``name`` alone, at ``seeds``, swept over ``sweep``."""
+    spec = {**FULL["experiments"][name], "sweep": sweep, "seeds": seeds}
+    return Grid({"seeds": seeds, "experiments": {name: spec}})
+
+
 MACL = {"seeds": [42, 43, 44], "experiments": {"macl": FULL["experiments"]["macl"]}}
 NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
 #: MACL's STS.Avg claim with bert-base reproduced and roberta-base undecided (4 seeds would decide it).
@@ -182,18 +188,17 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
 
 
 def test_sweep_positions_and_degenerate_contrasts():
-    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43]}
-    config = {"seeds": [42, 43], "experiments": {"oar_cifar10": exp}}
+    grid = swept("oar_cifar10", [42, 43], {"lr": [0.01, 1.0]})
     cells = {}
     for method, best, high in (("infonce", 40, 10), ("oar_infonce", 50, 60)):
         cells[("resnet18-oar", f"{method}-lr0.01")] = [best, best + 1]
         cells[("resnet18-oar", f"{method}-lr1.0")] = [high, high + 1]
     frame = metrics(cells, "oar_cifar10", "ffn10_top1")
-    high = evaluate_claim(claim("oar-doubles-at-high-lr"), frame, Grid(config))
+    high = evaluate_claim(claim("oar-doubles-at-high-lr"), frame, grid)
     first = next(p for p in high.parts if p.status != NOT_RUN)
     assert first.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -2.0}
     assert first.diff == pytest.approx(60.5 - 2 * 10.5) and high.verdict == REPRODUCED
-    best = evaluate_claim(claim("oar-improves-10pct"), frame, Grid(config))
+    best = evaluate_claim(claim("oar-improves-10pct"), frame, grid)
     assert next(p for p in best.parts if p.status != NOT_RUN).terms == {
         "oar_infonce-lr1.0": 1.0,
         "infonce-lr0.01": -1.0,
@@ -205,18 +210,11 @@ def test_sweep_positions_and_degenerate_contrasts():
         **claim("oar-improves-10pct"),
         "parts": [["infonce@best", "infonce@max"]],
     }
-    collapse = evaluate_claim(at_best, metrics(cells, "oar_cifar10", "ffn10_top1"), Grid(config))
+    collapse = evaluate_claim(at_best, metrics(cells, "oar_cifar10", "ffn10_top1"), grid)
     assert next(p for p in collapse.parts if p.status != NOT_RUN).status == NOT_REPRODUCED
     # a one-point sweep has no smallest and largest to compare
-    one = {
-        "seeds": [42],
-        "experiments": {
-            "macl_cifar10": {**FULL["experiments"]["macl_cifar10"], "sweep": {"batch_size": [64]}}
-        },
-    }
-    assert (
-        evaluate_claim(claim("macl-cifar-margin-small-batch"), frame.iloc[:0], Grid(one)).verdict == NOT_RUN
-    )
+    one = swept("macl_cifar10", [42], {"batch_size": [64]})
+    assert evaluate_claim(claim("macl-cifar-margin-small-batch"), frame.iloc[:0], one).verdict == NOT_RUN
 
 
 def parse_command(command: str) -> dict:
@@ -336,8 +334,7 @@ def test_a_comparable_claim_without_a_margin_is_refused(tmp_path, monkeypatch):
 def test_a_diverged_seed_is_no_score_in_a_contrast():
     """A diverged probe's NaN row is no score, as in the tables: a point diverged at every seed is not run
     and never the best, one diverged seed leaves the others (unpaired). Was a ZeroDivisionError."""
-    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43, 44]}
-    grid, nan = Grid({"seeds": [42, 43, 44], "experiments": {"oar_cifar10": exp}}), math.nan
+    grid, nan = swept("oar_cifar10", [42, 43, 44], {"lr": [0.01, 1.0]}), math.nan
     cells = {
         ("resnet18-oar", m): v for m, v in (("infonce-lr0.01", [nan] * 3), ("infonce-lr1.0", [10, 11, 12]))
     }
@@ -446,13 +443,12 @@ def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
 
     c = claim("li-fig6-m")
     assert c["task"] == DEV_SPEARMAN
-    exp = {**FULL["experiments"]["li2024_fig6_m"], "sweep": {"hp.m": [0.3, 0.6, 1.0]}, "seeds": [42]}
-    config = {"seeds": [42], "experiments": {"li2024_fig6_m": exp}}
+    grid = swept("li2024_fig6_m", [42], {"hp.m": [0.3, 0.6, 1.0]})
     m03, m06, m10 = (("bert-base", f"baseline-m{m}") for m in (0.3, 0.6, 1.0))
     dev = metrics({m03: [84.0], m06: [82.1], m10: [80.0]}, "li2024_fig6_m", DEV_SPEARMAN)
     test = metrics({m03: [70.0], m06: [72.0], m10: [75.0]}, "li2024_fig6_m", "sts_avg")
     frame = pd.concat([dev, test], ignore_index=True)  # STS.Avg would say the opposite
-    result = evaluate_claim(c, frame, Grid(config))
+    result = evaluate_claim(c, frame, grid)
     assert result.verdict == REPRODUCED and result.parts[0].diff < -5  # a falling trend over m
 
 
@@ -495,14 +491,13 @@ def test_a_count_claim_states_how_many():
 
 def test_a_term_on_another_task_is_paired_within_the_same_runs():
     """OAR §5.1: a contrast across two tasks of the same runs, each at its best rate, paired per seed."""
-    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43]}
-    config = {"seeds": [42, 43], "experiments": {"oar_cifar10": exp}}
+    grid = swept("oar_cifar10", [42, 43], {"lr": [0.01, 1.0]})
     frames = []
     for m in ("oar_infonce", "oar_dcl", "oar_bt", "oar_vicreg"):
         for task, good, bad in (("ffn10_top1", [60, 61], [50, 50]), ("ffn100_top1", [62, 64], [70, 40])):
             cells = {("resnet18-oar", f"{m}-lr0.01"): good, ("resnet18-oar", f"{m}-lr1.0"): bad}
             frames.append(metrics(cells, "oar_cifar10", task))
-    result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), Grid(config))
+    result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), grid)
     part = result.parts[0]
     assert part.terms == {"oar_infonce-lr0.01": 1.0, "oar_infonce-lr0.01/ffn100_top1": -1.0}
     # per seed 60 − 62 and 61 − 64: D −2.5; SS 0.5 per part, pooled over the 4 parts (the same tasks and

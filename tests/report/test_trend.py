@@ -21,18 +21,19 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.tables.metrics import DEV_SPEARMAN
-from tests.report.test_claims import FULL, claim
+from tests.report.test_claims import FULL, claim, swept
 from tests.tables.tables_synthetic import scores_frame
 
 T975_2 = 4.302652729911275  # t_{0.975, 2}
 R = [0.5, 1.0, 1.5, 2.0]
 
 
-def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: str, task: str):
-    """A metrics frame of ``method``'s sweep points (named as the config names them): value -> scores."""
-    axis = next(iter(exp["sweep"]))
+def sweep(scores: dict[float, list[float]], grid: Grid, experiment: str, method: str, task: str):
+    """A metrics frame of ``method``'s sweep points (named as ``grid`` names them): value -> scores."""
+    spec = grid.experiment(experiment).spec
+    axis = next(iter(spec["sweep"]))
     names = {
-        over[axis]: name for name, (base, over) in cl_config.expanded_methods(exp).items() if base == method
+        over[axis]: name for name, (base, over) in cl_config.expanded_methods(spec).items() if base == method
     }
     return scores_frame(
         (experiment, "bert-base", names[x], 42 + i, task, v)
@@ -43,10 +44,9 @@ def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: 
 
 def li_r(values: list[float], seeds: int = 1) -> tuple[pd.DataFrame, Grid]:
     """Li Fig. 6 (right) on a four-point sweep r = 0.5 ... 2.0, one seed per point as configured."""
-    exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": R}}
-    config = {"seeds": list(range(42, 42 + seeds)), "experiments": {"li2024_fig6_r": exp}}
+    grid = swept("li2024_fig6_r", list(range(42, 42 + seeds)), {"hp.r": R})
     scores = {r: [v] for r, v in zip(R, values, strict=True)}
-    return sweep(scores, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN), Grid(config)
+    return sweep(scores, grid, "li2024_fig6_r", "baseline", DEV_SPEARMAN), grid
 
 
 def test_an_increasing_one_seed_sweep_reproduces_a_rising_claim():
@@ -81,18 +81,18 @@ def test_a_decreasing_sweep_contradicts_it_and_a_flat_noisy_one_is_undecided():
 def test_the_configured_one_seed_sweeps_decide_the_figure_claims():
     """Audit B.3: with the config's own sweeps and one seed, a clear trend is decided either way."""
     fig3 = FULL["experiments"]["nie2023_fig3"]
-    config = {"seeds": [42], "experiments": {"nie2023_fig3": fig3}}
+    grid = Grid({"seeds": [42], "experiments": {"nie2023_fig3": fig3}})
     ms = fig3["sweep"]["hp.m"]
     peak = {m: [80.0 - 40.0 * abs(m - 0.23) + (0.05 if i % 2 else -0.05)] for i, m in enumerate(ms)}
-    frame = sweep(peak, "nie2023_fig3", fig3, "mpt", "sts_avg")
-    result = evaluate_claim(claim("nie-mpt-best-margin"), frame, Grid(config))
+    frame = sweep(peak, grid, "nie2023_fig3", "mpt", "sts_avg")
+    result = evaluate_claim(claim("nie-mpt-best-margin"), frame, grid)
     rise, fall = result.parts
     assert rise.df == 2 and fall.df == 3  # 4 points in [0.10, 0.23], 5 in [0.23, 0.80] (0.23 in both)
     assert rise.diff == pytest.approx(40.0, abs=3) and fall.diff == pytest.approx(-40.0, abs=1)
     assert result.verdict == REPRODUCED
     rising = {m: [60.0 + 10.0 * m] for m in ms}  # no peak: the fall after 0.23 is contradicted
-    frame = sweep(rising, "nie2023_fig3", fig3, "mpt", "sts_avg")
-    monotone = evaluate_claim(claim("nie-mpt-best-margin"), frame, Grid(config))
+    frame = sweep(rising, grid, "nie2023_fig3", "mpt", "sts_avg")
+    monotone = evaluate_claim(claim("nie-mpt-best-margin"), frame, grid)
     assert [p.status for p in monotone.parts] == [REPRODUCED, NOT_REPRODUCED]
     assert monotone.verdict == NOT_REPRODUCED
     # OAR's collapse on a log scale over 1e-3 ... 1: −10 points per decade
@@ -120,15 +120,14 @@ def test_a_malformed_trend_claim_is_one_line_naming_the_fix():
 def test_two_points_need_two_seeds_for_a_residual():
     """The demo's two-point sweeps: with one seed the line passes through both points (no residual, ν 0:
     undecided, more seeds named); with two seeds per point the scatter within each point is the noise."""
-    exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": [0.5, 2.0]}}
-    one = {"seeds": [42], "experiments": {"li2024_fig6_r": exp}}
-    frame = sweep({0.5: [1.0], 2.0: [5.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
-    result = evaluate_claim(claim("li-fig6-r"), frame, Grid(one))
+    one = swept("li2024_fig6_r", [42], {"hp.r": [0.5, 2.0]})
+    frame = sweep({0.5: [1.0], 2.0: [5.0]}, one, "li2024_fig6_r", "baseline", DEV_SPEARMAN)
+    result = evaluate_claim(claim("li-fig6-r"), frame, one)
     assert result.verdict == UNDECIDED and result.parts[0].df == 0 and result.parts[0].diff == 4 / 1.5
     assert verdict_text(result) == "undecided: needs ≥ 2 seeds per cell to measure the noise"
-    two = {"seeds": [42, 43], "experiments": {"li2024_fig6_r": {**exp, "seeds": [42, 43]}}}
-    frame = sweep({0.5: [1.0, 2.0], 2.0: [5.0, 6.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
-    (part,) = evaluate_claim(claim("li-fig6-r"), frame, Grid(two)).parts
+    two = swept("li2024_fig6_r", [42, 43], {"hp.r": [0.5, 2.0]})
+    frame = sweep({0.5: [1.0, 2.0], 2.0: [5.0, 6.0]}, two, "li2024_fig6_r", "baseline", DEV_SPEARMAN)
+    (part,) = evaluate_claim(claim("li-fig6-r"), frame, two).parts
     # x̄ 1.25, S_xx 2.25, S_xy 6: b 8/3; residuals ±0.5 (SS 1, ν 2): se² = 0.5 / 2.25
     assert part.diff == pytest.approx(8 / 3) and part.df == 2 and part.seeds == 2
     assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.5 / 2.25), rel=1e-9)
@@ -138,15 +137,15 @@ def test_two_points_need_two_seeds_for_a_residual():
 def oar_sweeps(curves: dict[str, list[float]]) -> tuple[pd.DataFrame, Grid]:
     """OAR Fig. 2 (10 % labels) on config.yaml's eight rates 1e-7 ... 1, one seed: method -> accuracies."""
     oar = FULL["experiments"]["oar_cifar10"]
-    lrs = oar["sweep"]["lr"]
+    lrs, grid = oar["sweep"]["lr"], Grid({"seeds": [42], "experiments": {"oar_cifar10": oar}})
     frame = pd.concat(
         [
-            sweep(dict(zip(lrs, ([v] for v in ys), strict=True)), "oar_cifar10", oar, m, "ffn10_top1")
+            sweep(dict(zip(lrs, ([v] for v in ys), strict=True)), grid, "oar_cifar10", m, "ffn10_top1")
             for m, ys in curves.items()
         ],
         ignore_index=True,
     ).assign(backbone="resnet18-oar")
-    return frame, Grid({"seeds": [42], "experiments": {"oar_cifar10": oar}})
+    return frame, grid
 
 
 #: Claims audit C-1's constructed curve: it rises to 69 at 1e-2 and falls 29 points across the "Strong
