@@ -95,16 +95,6 @@ def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
     assert claim_gpus(0, ["0", "1"], tmp_path) == ["0", "1"]
 
 
-def test_two_runs_on_a_one_gpu_box_queue_for_its_gpu(tmp_path, jobs):
-    """One visible GPU is locked too, so the grid and make gpu-check queue for it."""
-    jobs += [_start("0", tmp_path / "locks")]
-    assert _claimed(jobs[0]) == "0"
-    jobs.append(_start("0", tmp_path / "locks"))
-    assert _waiting(jobs[1])  # for the GPU
-    jobs[0].kill()
-    assert _claimed(jobs[1]) == "0"
-
-
 def test_a_job_wanting_two_gpus_holds_none_while_it_waits(tmp_path, jobs):
     """All or nothing: two jobs wanting two of three GPUs each cannot deadlock holding one each, and
     the one that waits leaves the free GPU to a one-GPU job."""
@@ -188,13 +178,16 @@ def test_shared_slots_put_k_jobs_on_each_gpu_and_never_more(tmp_path, share, job
     assert _claimed(jobs[-1]) == "1"
 
 
-def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path, jobs):
-    """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it."""
+@pytest.mark.parametrize("first", [1, 2], ids=["whole-gpu", "small"])
+def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path, jobs, first):
+    """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it; beside
+    another whole-GPU job it queues too (one visible GPU is locked, so the grid and make gpu-check queue
+    for it)."""
     lock_dir = tmp_path / "locks"
-    jobs += [_start("0", lock_dir, share=2)]
+    jobs += [_start("0", lock_dir, share=first)]
     assert _claimed(jobs[0]) == "0"
     jobs.append(_start("0", lock_dir, share=1))
-    assert _waiting(jobs[1])  # one small job is enough to keep it out
+    assert _waiting(jobs[1])  # one job, even a small one, is enough to keep it out
     jobs[0].kill()
     assert _claimed(jobs[1]) == "0"
     jobs.append(_start("0", lock_dir, share=4))

@@ -602,11 +602,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_for(condition, timeout: float = 30) -> None:
+def _wait_for(condition, timeout: float = 30, what: str = "the condition"):
+    """``condition()``'s first true value, asked every 0.1 s for at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s"
-        time.sleep(0.05)
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.1)
+    return value
 
 
 # --- issue 76 item 3: a warm job sees what a cold one sees; each way a starter can fail ends clearly ------
