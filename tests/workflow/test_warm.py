@@ -215,15 +215,18 @@ def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, di
         (outside / "job.py").write_text(SCRIPT.replace('"affinity":', fields))
         (outside / "beside.py").write_text("WHERE = 'beside the script'\n")
     name = f"report-{time.monotonic_ns()}.json"
-    done = _python(place, "../outside/job.py", name, "{}", variables=variables, cwd=run, text=True)
+    options = json.dumps({"start_record": True})
+    done = _python(place, "../outside/job.py", name, options, variables=variables, cwd=run, text=True)
     assert done.returncode == 0, done.stderr
     return done, json.loads((run / name).read_text())
 
 
 def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_process_would(place):
     """A script outside the folder it was started from, named by a relative path: the fork gets the client's
-    folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does."""
+    folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does, which
+    learns why it started cold."""
     _, cold = _run_outside(place, {warm.SWITCH: "0"})
+    assert (cold["start"]["warm"], cold["start"]["why_cold"]) == (False, "warm starts off")
     assert cold["pid"] == _client_pid_of(cold)
     starter = _starter_ready(place, _run_outside)
     warm_report = _run_outside(place)[1]
@@ -237,12 +240,6 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
     assert os.path.realpath(os.path.join(warm_report["cwd"], warm_report["path0"])) == str(
         place[0] / "outside"
     )
-
-
-def test_a_cold_job_learns_why_it_started_cold(place):
-    _, report = _run(place, {warm.SWITCH: "0"}, start_record=True)
-    assert (report["start"]["warm"], report["start"]["why_cold"]) == (False, "warm starts off")
-    assert report["pid"] == _client_pid_of(report)
 
 
 def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
