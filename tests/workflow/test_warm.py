@@ -103,12 +103,6 @@ def place(tmp_path_factory):
     subprocess.run(["pkill", "-TERM", "-f", f"contrastlab.workflow.warm {root}"], check=False)
 
 
-def _command(place, report: Path, **options) -> list[str]:
-    """The script's command: its report file and what it does are arguments, so that every run has the
-    starter's environment (a variable more would be a starter of its own)."""
-    return [sys.executable, str(place[0] / "job.py"), str(report), json.dumps(options)]
-
-
 def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess.CompletedProcess:
     """``script`` run with ``args`` to its end, in the starter's environment and ``variables``, from ``cwd``
     (the place's folder unless given); ``run``: more of subprocess.run's arguments."""
@@ -125,20 +119,21 @@ def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess
 
 def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
     """The script run to its end (on ``cpus`` only, where given), which must succeed: its outcome and its
-    report."""
+    report. Its report file and what it does are arguments, so that every run has the starter's environment
+    (a variable more would be a starter of its own)."""
     report = place[0] / f"report-{time.monotonic_ns()}.json"
     stdin = "from stdin" if options.get("stdin") else None
     affinity = None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
-    job = _command(place, report, **options)[1:]
+    job = (place[0] / "job.py", report, json.dumps(options))
     done = _python(place, *job, variables=variables, input=stdin, text=True, preexec_fn=affinity)
     assert done.returncode == 0, done.stderr
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
 def _start(place, report: Path, variables=None, streams=subprocess.PIPE, **options) -> subprocess.Popen:
-    """The script started, not waited for, its output to ``streams``."""
+    """The script started as :func:`_run` runs it, not waited for, its output to ``streams``."""
     root, env = place
-    command = _command(place, report, **options)
+    command = [sys.executable, str(root / "job.py"), str(report), json.dumps(options)]
     env = {**env, **(variables or {})}
     return subprocess.Popen(command, cwd=root, env=env, stdout=streams, stderr=streams, text=True)
 
