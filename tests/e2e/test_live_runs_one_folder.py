@@ -13,7 +13,7 @@ import pytest
 
 from contrastlab.workflow.recovery import runs_folder
 
-from .test_dryrun import snakemake_process, succeeded
+from .test_dryrun import one_line_failure, snakemake_process, succeeded
 
 
 @pytest.mark.fault(
@@ -42,15 +42,14 @@ def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_p
         (record,) = runs_folder(real).glob("*.json")
         command = shlex.join(json.loads(record.read_text())["command"])
         refused = snakemake_process(repo_root, *args)
-        output = refused.stdout + refused.stderr
-        lines = [line for line in output.splitlines() if line.startswith("contrastlab:")]
-        assert refused.returncode != 0 and lines == [
+        line = one_line_failure(refused)
+        assert line == (
             f"contrastlab: {link} is in use by another run on this host (pid {live.pid}, started as "
             f"`{command}` on {real}); wait for it to end or stop it (kill {live.pid}), then run this command "
             "again"
-        ], output[-3000:]
-        assert "Job stats" not in output and record.is_file(), output[-3000:]
-        observed(lines[0])
+        )
+        assert "Job stats" not in refused.stdout + refused.stderr and record.is_file(), refused.stderr[-3000:]
+        observed(line)
     finally:
         live.kill()
         live.wait()
