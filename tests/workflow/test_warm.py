@@ -759,6 +759,22 @@ with open(sys.argv[1], "w") as out:
     json.dump(report, out)
 """.replace("TORCH_SCRIPT\n", TORCH_SCRIPT)
 
+
+def _warm_and_cold(place, name: str, job: str, *args, variables=None, **run) -> tuple[dict, dict]:
+    """The reports of ``job`` (a script after HAND_OVER, written as ``<name>.py``) run warm, then cold, with
+    ``args`` after the report's path (``<name>.json``: the same argument in both runs)."""
+    root, _ = place
+    (root / f"{name}.py").write_text(HAND_OVER + job)
+    report = root / f"{name}.json"
+    reports = []
+    for switch in ("1", "0"):
+        switched = {**(variables or {}), warm.SWITCH: switch}
+        _python(place, root / f"{name}.py", report, *args, variables=switched, check=True, **run)
+        reports.append(json.loads(report.read_text()))
+        report.unlink()
+    return reports[0], reports[1]
+
+
 #: The variables a warm and a cold run of one job may disagree on, each with why.
 DIFFER = {
     warm.SWITCH: "how the test asks for the cold run (CONTRASTLAB_WARM_START=0)",
@@ -773,25 +789,15 @@ def test_a_warm_job_sees_what_a_cold_job_sees(place, ignoring):
     computes the same bits with torch; only its pid and parent differ. Started ignoring signals (nohup, a
     background job), both ignore them."""
     starter = _starter_ready(place)
-    root, _ = place
-    (root / "probe.py").write_text(HAND_OVER + PROBE)
-    reports, report = {}, root / "probe.json"  # one path: it is an argument of both runs
-    stdin = b"line one\r\nline two\n"  # read as given: no newline translated
-    for how, variables in (("warm", {warm.SWITCH: "1"}), ("cold", {warm.SWITCH: "0"})):
-        _python(
-            place,
-            root / "probe.py",
-            report,
-            "a b",
-            "$(no)",
-            variables=variables,
-            input=stdin,
-            check=True,
-            preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignoring],
-        )
-        reports[how] = json.loads(report.read_text())
-        report.unlink()
-    hot, cold = reports["warm"], reports["cold"]
+    hot, cold = _warm_and_cold(
+        place,
+        "probe",
+        PROBE,
+        "a b",
+        "$(no)",
+        input=b"line one\r\nline two\n",  # read as given: no newline translated
+        preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignoring],
+    )
     assert hot["ppid"] == starter and cold["pid"] == _client_pid_of(cold)
     assert cold["stdin"] == "line one\r\nline two\n" and cold["argv"][2:] == ["a b", "$(no)"]
     assert set(hot) == set(cold)
@@ -829,17 +835,9 @@ def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_t
     from contrastlab.cost.measured import warm_usage_path
 
     starter = _starter_ready(place)
-    root, _ = place
-    (root / "usage_probe.py").write_text(HAND_OVER + USAGE_PROBE)
-    benchmark = root / "usage" / "probe.tsv"
-    reports = {}
-    for how in ("warm", "cold"):
-        report = root / f"usage-{how}.json"
-        switch = {warm.SWITCH: "1" if how == "warm" else "0"}
-        where = {warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)})}
-        _python(place, root / "usage_probe.py", report, variables={**switch, **where}, check=True)
-        reports[how] = json.loads(report.read_text())
-    hot, cold = reports["warm"], reports["cold"]
+    benchmark = place[0] / "usage" / "probe.tsv"
+    where = {warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)})}
+    hot, cold = _warm_and_cold(place, "usage_probe", USAGE_PROBE, variables=where)
     assert hot["ppid"] == starter
     usage = json.loads(warm_usage_path(benchmark).read_text())  # the warm run's only: the cold wrote none
     assert 0 <= usage["max_rss"] - hot["peak_kb"] / 1024 < 4, (usage, hot)  # a little more, at the fork's end
