@@ -9,7 +9,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from fcntl import LOCK_EX
 from pathlib import Path
 from types import SimpleNamespace
@@ -77,12 +76,10 @@ def test_concurrent_jobs_get_different_gpus_and_a_killed_job_frees_its_own(tmp_p
     jobs += [_start("0,1,2", lock_dir) for _ in range(3)]
     claimed = [_claimed(job) for job in jobs]
     assert sorted(claimed) == ["0", "1", "2"]
-    waiting = _start("0,1,2", lock_dir)  # a fourth job: every GPU is taken, it waits
-    jobs.append(waiting)
-    time.sleep(0.5)
-    assert waiting.poll() is None
+    jobs.append(_start("0,1,2", lock_dir))
+    assert _waiting(jobs[3])  # a fourth job: every GPU is taken, it waits
     os.kill(jobs[1].pid, signal.SIGKILL)  # dies without releasing anything itself
-    assert _claimed(waiting) == claimed[1]
+    assert _claimed(jobs[3]) == claimed[1]
 
 
 def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
