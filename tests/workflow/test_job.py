@@ -167,9 +167,8 @@ def test_a_job_stopped_by_ctrl_c_prints_one_line_and_keeps_its_traceback_in_its_
         "import sys\nfrom contrastlab.workflow.job import logged_to\n"
         "with logged_to(sys.argv[1], 'rule tables'):\n    raise KeyboardInterrupt"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(log)], capture_output=True, text=True, timeout=60
-    )
+    command = [sys.executable, "-c", script, str(log)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGINT, done
     line = f"contrastlab: rule tables: interrupted; run the same command again to go on (log: {log})"
     assert done.stderr.splitlines() == [line], done.stderr

@@ -107,14 +107,9 @@ def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess
     """``script`` run with ``args`` to its end, in the starter's environment and ``variables``, from ``cwd``
     (the place's folder unless given); ``run``: more of subprocess.run's arguments."""
     root, env = place
-    return subprocess.run(
-        [sys.executable, str(script), *map(str, args)],
-        cwd=cwd or root,
-        env={**env, **(variables or {})},
-        capture_output=True,
-        timeout=120,
-        **run,
-    )
+    argv = [sys.executable, str(script), *map(str, args)]
+    env = {**env, **(variables or {})}
+    return subprocess.run(argv, cwd=cwd or root, env=env, capture_output=True, timeout=120, **run)
 
 
 def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
@@ -494,13 +489,8 @@ def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, 
     libraries = _stand_in_driver(tmp_path)
     address = tmp_path / "key.sock"
     env = {**os.environ, "LD_LIBRARY_PATH": str(libraries)}
-    done = subprocess.run(
-        [sys.executable, "-c", STARTER, str(address), driver],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = [sys.executable, "-c", STARTER, str(address), driver]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     refused = tmp_path / "key.refused"
     if driver == "loaded":
@@ -708,13 +698,8 @@ def test_the_starter_key_follows_the_cpus_the_cgroup_and_the_io_and_cpu_priority
     probe = "from contrastlab.workflow.warm_key import starter_key; print(starter_key({}))"
 
     def key_of(setup=None, command=()) -> str:
-        done = subprocess.run(
-            [*command, sys.executable, "-c", probe],
-            capture_output=True,
-            text=True,
-            check=True,
-            preexec_fn=setup,
-        )
+        argv = [*command, sys.executable, "-c", probe]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True, preexec_fn=setup)
         return done.stdout.strip()
 
     same = key_of()
