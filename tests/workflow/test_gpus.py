@@ -39,12 +39,8 @@ time.sleep(600)
 
 def _start(devices: str, lock_dir: Path, wanted: int = 1, share: int = 1) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    return subprocess.Popen(
-        [sys.executable, "-c", JOB, devices, str(lock_dir), str(wanted), str(share)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    command = [sys.executable, "-c", JOB, devices, str(lock_dir), str(wanted), str(share)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
 
 
 def _claimed(job: subprocess.Popen) -> str:

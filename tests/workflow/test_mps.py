@@ -35,13 +35,9 @@ def standin(tmp_path, monkeypatch):
 
 
 def _job(devices: str, base: Path, **env: str) -> subprocess.Popen:
-    job = subprocess.Popen(
-        [sys.executable, "-c", JOB, devices, str(base)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-    )
+    command = [sys.executable, "-c", JOB, devices, str(base)]
+    env = {**os.environ, **env}
+    job = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     job.said = job.stdout.readline().split()  # the job joined (or failed: nothing said)
     return job
 
