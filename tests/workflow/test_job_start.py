@@ -14,12 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from contrastlab.training.phases import process_started
-from contrastlab.workflow.job_start import (
-    STATE_VARIABLE,
-    start_line,
-    start_record,
-    start_state,
-)
+from contrastlab.workflow.job_start import STATE_VARIABLE, start_line, start_record, start_state
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
 
