@@ -142,16 +142,15 @@ def _start_sleeping_job(place, report_name: str) -> tuple[subprocess.Popen, dict
     return client, json.loads(report.read_text())
 
 
-def _starter_ready(place, run=None) -> int:
-    """Run the script (by ``run``, else :func:`_run`) until a starter serves it (the first run, cold, starts
-    one): the starter's pid."""
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        _, report = (run or _run)(place)
-        if report["pid"] != _client_pid_of(report):
-            return report["ppid"]
-        time.sleep(0.5)
-    raise AssertionError("no starter served within 90 s")
+def _starter_ready(place, run=_run) -> int:
+    """Run the script (by ``run``) until a starter serves it (the first run, cold, starts one): the starter's
+    pid."""
+
+    def served() -> int | None:
+        report = run(place)[1]
+        return report["ppid"] if report["pid"] != _client_pid_of(report) else None
+
+    return _wait_for(served, timeout=90, what="a starter to serve the script")
 
 
 def _client_pid_of(report: dict) -> int:
