@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
+from tests.workflow.test_live_runs_here import _results_under_two_names
 
 from .test_dryrun import one_line_failure, snakemake_process, succeeded
 
@@ -21,9 +22,7 @@ from .test_dryrun import one_line_failure, snakemake_process, succeeded
     "refused in one line naming its pid and command, before planning; once that run is gone, it plans",
 )
 def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_path, observed):
-    real, link = tmp_path / "results" / "a", tmp_path / "results" / "b"
-    real.mkdir(parents=True)
-    link.symlink_to("a", target_is_directory=True)
+    real, link = _results_under_two_names(tmp_path)
     code = textwrap.dedent(
         f"""
         import time
