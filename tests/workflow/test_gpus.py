@@ -274,6 +274,5 @@ def test_a_local_run_refuses_a_device_its_job_would_not_get_before_any_job_start
     )
     assert local_device_refusal([_train(1, True), _train(1)], local=True, gpus=lambda: ["0"]) is None
     assert local_device_refusal([_train(0, False)], local=True, gpus=lambda: pytest.fail("looked")) is None
-    assert (
-        local_device_refusal([_train(1), _train(0, True)], local=False, gpus=list) is None
-    )  # SLURM: in its job
+    # SLURM: in its job
+    assert local_device_refusal([_train(1), _train(0, True)], local=False, gpus=list) is None

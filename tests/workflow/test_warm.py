@@ -494,9 +494,8 @@ def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, 
     refused = tmp_path / "key.refused"
     if driver == "loaded":
         assert "without initialising it: forks may use CUDA" in done.stdout, done.stdout
-        assert not refused.exists() and done.stdout.splitlines()[-1] == "0 jobs, then no job for 1 s", (
-            done.stdout
-        )
+        assert not refused.exists()
+        assert done.stdout.splitlines()[-1] == "0 jobs, then no job for 1 s", done.stdout
     else:
         record = json.loads(refused.read_text())
         assert record["reason"] == "CUDA driver initialised by imports", record
