@@ -252,18 +252,20 @@ def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
 
 # The main program with a stand-in (a test's, as tests/tables/test_tables.py runs scripts/tables.py), and
 # Snakemake's own object in a script run in-process (runpy, not the process's __main__): either hands over
-# nothing, since the hand-over ends the calling process; both print the pid that ran the script.
+# nothing, since the hand-over ends the calling process; both print their pid before and after it.
 IN_PLACE = {
     "stand-in": """
+import os
+print(os.getpid(), flush=True)
 from types import SimpleNamespace
 snakemake = SimpleNamespace(rule="tables")
 from contrastlab.workflow.warm import hand_over
 hand_over(globals())
-import os
 print(os.getpid())
 """,
     "in-process": """
 import os, pathlib, runpy, sys
+print(os.getpid(), flush=True)
 from snakemake.iocontainers import Snakemake
 script = pathlib.Path(sys.argv[1])
 script.write_text("from contrastlab.workflow.warm import hand_over\\nhand_over(globals())\\n")
@@ -276,20 +278,13 @@ print(os.getpid())
 @pytest.mark.parametrize("case", IN_PLACE)
 def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(place, case):
     _starter_ready(place)
-    root, env = place
+    root, _ = place
     driver = root / f"{case}.py"
     driver.write_text(IN_PLACE[case])
-    process = subprocess.Popen(
-        [sys.executable, str(driver), str(root / f"{case}-script.py")],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 0, stderr
-    assert stdout.split() == [str(process.pid)]
+    done = _python(place, driver, root / f"{case}-script.py", text=True)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.split()
+    assert before == after  # the process that began the script went on with it
 
 
 def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(place):
