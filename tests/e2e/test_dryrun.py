@@ -52,6 +52,14 @@ def said(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("contrastlab:")]
 
 
+def one_line_failure(done: subprocess.CompletedProcess) -> str:
+    """The one ``contrastlab:`` line of a run that must have failed with exit status 1 and no traceback."""
+    out = done.stdout + done.stderr
+    lines = said(out)
+    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in out, out[-3000:]
+    return lines[0]
+
+
 def folders(scratch: Path | str) -> list[str]:
     """The ``--config`` entries that put a run's results and resources folders under ``scratch``."""
     return [f"results_dir={scratch}/results", f"resources_dir={scratch}/resources"]
@@ -374,12 +382,10 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, full_dry_ru
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     """Through Snakemake, a config error is one ``contrastlab:`` line, exit status 1, no traceback, the
     line the in-process check (workflow_start.start_error) gives."""
-    done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
-    out = done.stdout + done.stderr
+    line = one_line_failure(snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]"))
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'; write seeds[0] as a "
     expected += "whole number"
-    assert said(out) == [expected], done.stderr[-2000:]
-    assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
+    assert line == expected
     from .workflow_start import start_error
 
     assert start_error(repo_root / "config.yaml", "seeds=[forty-two]") == expected

@@ -79,12 +79,8 @@ def tracked_copy(repo_root: Path, dest: Path) -> Path:
     (links resolved) is shared with the suite. Listed where repo_root's links point (git sees a linked
     folder as one link)."""
     source_root = (repo_root / "Snakefile").resolve().parent
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=source_root,
-        capture_output=True,
-        text=True,
-    )
+    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    listed = subprocess.run(command, cwd=source_root, capture_output=True, text=True)
     if listed.returncode != 0:
         pytest.skip(f"{source_root} is not a git checkout: {listed.stderr.strip()}")
     dest.mkdir(parents=True, exist_ok=True)

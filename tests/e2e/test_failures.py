@@ -15,7 +15,7 @@ import yaml
 
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import demo_process, folders, said
+from .test_dryrun import demo_process, folders, one_line_failure, said
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 2  # a long module: tests/conftest.py starts the highest numbers first
@@ -77,7 +77,7 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path,
     data_dir = f"data={{senteval_dir: {data}, fixture: false}}"
     done = demo_process(repo_root, tmp_path, data_dir, "--", marker, args=("--cores", "1"))
     out = done.stdout + done.stderr
-    line = _one_line_failure(done)  # exit 1, one contrastlab: line, no traceback
+    line = one_line_failure(done)  # exit 1, one contrastlab: line, no traceback
     assert line.startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in line, line
     assert "Select jobs to execute" not in out  # stopped while the workflow was read
 
@@ -93,19 +93,12 @@ def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, 
         b"".join(b"caf\xe9 .\n" if i == 100 else b"sentence %d .\n" % i for i in range(1, 300))
     )
     done = demo_process(repo_root, tmp_path, f"data={{wiki_path: {corpus}}}", args=("-n",))
-    line = _one_line_failure(done)
+    line = one_line_failure(done)
     assert line.startswith(
         f"contrastlab: data: CorpusError: data.wiki_path {corpus} is not UTF-8: line 100 "
     ), line
     assert [x for x in done.stderr.splitlines() if x.strip()][-1] == line
     observed(line[line.index("is not") :][:90])
-
-
-def _one_line_failure(done) -> str:
-    out = done.stdout + done.stderr
-    lines = said(out)
-    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in out, out[-3000:]
-    return lines[0]
 
 
 def _drop_last_sentence_characters(path):
@@ -185,6 +178,6 @@ def test_a_local_run_asking_cuda_graph_on_the_cpu_stops_before_any_job(repo_root
     """In the train job the error came after Snakemake had removed the cell's finished checkpoint."""
     asked = ("experiments={macl: {training: {cuda_graph: true}}}", "select={experiments: [macl]}")
     assert demo_process(repo_root, tmp_path, *asked, args=("-n", "--cores", "1")).returncode == 0  # plans
-    line = _one_line_failure(demo_process(repo_root, tmp_path, *asked, args=("--cores", "1")))
+    line = one_line_failure(demo_process(repo_root, tmp_path, *asked, args=("--cores", "1")))
     assert "rule train macl/tiny-bert/macl/seed42 asks for cuda_graph: true" in line, line
     assert not (tmp_path / "results" / "logs").exists()  # no job ran

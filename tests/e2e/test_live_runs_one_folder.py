@@ -12,8 +12,9 @@ import textwrap
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
+from tests.workflow.test_live_runs_here import _results_under_two_names
 
-from .test_dryrun import snakemake_process, succeeded
+from .test_dryrun import one_line_failure, snakemake_process, succeeded
 
 
 @pytest.mark.fault(
@@ -21,9 +22,7 @@ from .test_dryrun import snakemake_process, succeeded
     "refused in one line naming its pid and command, before planning; once that run is gone, it plans",
 )
 def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_path, observed):
-    real, link = tmp_path / "results" / "a", tmp_path / "results" / "b"
-    real.mkdir(parents=True)
-    link.symlink_to("a", target_is_directory=True)
+    real, link = _results_under_two_names(tmp_path)
     code = textwrap.dedent(
         f"""
         import time
@@ -42,15 +41,14 @@ def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_p
         (record,) = runs_folder(real).glob("*.json")
         command = shlex.join(json.loads(record.read_text())["command"])
         refused = snakemake_process(repo_root, *args)
-        output = refused.stdout + refused.stderr
-        lines = [line for line in output.splitlines() if line.startswith("contrastlab:")]
-        assert refused.returncode != 0 and lines == [
+        line = one_line_failure(refused)
+        assert line == (
             f"contrastlab: {link} is in use by another run on this host (pid {live.pid}, started as "
             f"`{command}` on {real}); wait for it to end or stop it (kill {live.pid}), then run this command "
             "again"
-        ], output[-3000:]
-        assert "Job stats" not in output and record.is_file(), output[-3000:]
-        observed(lines[0])
+        )
+        assert "Job stats" not in refused.stdout + refused.stderr and record.is_file(), refused.stderr[-3000:]
+        observed(line)
     finally:
         live.kill()
         live.wait()

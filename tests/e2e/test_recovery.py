@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
-from tests.workflow.test_warm import _alive
+from tests.workflow.test_warm import _alive, _wait_for
 
 from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
@@ -33,16 +33,6 @@ def _children(pid: int) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
     return found
-
-
-def _wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def start_snakemake(repo_root: Path, args: list[str], out: Path) -> subprocess.Popen:

@@ -8,16 +8,10 @@ import json
 
 import pytest
 
-from .test_dryrun import demo_process, said
+from .test_dryrun import demo_process, one_line_failure, said, succeeded
 
 HOSTILE_IMAGE = "garbage image; $(touch {})"
-
-
-def _dry_run(repo_root, tmp_path, *config: str, sdm: tuple[str, ...] = ()):
-    """:func:`demo_process` (a dry run): the exit status, the output and its ``contrastlab:`` lines."""
-    done = demo_process(repo_root, tmp_path, *config, args=("-n", "--cores", "1", *sdm))
-    out = done.stdout + done.stderr
-    return done.returncode, out, said(out)
+DRY_RUN = ("-n", "--cores", "1")
 
 
 @pytest.mark.fault(
@@ -29,16 +23,14 @@ def test_a_hostile_image_variable_stops_only_an_apptainer_run_in_one_line(
 ):
     image = HOSTILE_IMAGE.format(tmp_path / "PWN")
     monkeypatch.setenv("CONTRASTLAB_IMAGE", image)
-    status, out, said = _dry_run(repo_root, tmp_path)
-    assert (status, said) == (0, []), out[-3000:]
-    assert "Invalid singularity image" not in out and "train " in out
-    status, out, said = _dry_run(repo_root, tmp_path, sdm=("--sdm", "apptainer"))
-    observed(said[0] if said else out.strip().splitlines()[-1])
-    assert said == [
+    out = succeeded(demo_process(repo_root, tmp_path, args=DRY_RUN))
+    assert said(out) == [] and "Invalid singularity image" not in out and "train " in out, out[-3000:]
+    line = one_line_failure(demo_process(repo_root, tmp_path, args=(*DRY_RUN, "--sdm", "apptainer")))
+    observed(line)
+    assert line == (
         f"contrastlab: CONTRASTLAB_IMAGE={image!r} is not an image address (it holds whitespace); set it "
         "to a docker:// address or an image file (docs/cluster.md), or unset it for contrastlab's own image"
-    ], out[-3000:]
-    assert status == 1 and "Traceback" not in out
+    )
     assert not (tmp_path / "PWN").exists()
 
 
@@ -57,7 +49,8 @@ def test_an_artifacts_lock_of_the_wrong_shape_stops_the_run_in_one_line(repo_roo
         expected = (
             f"{lock} is not an artifacts lock of format 1 (its data entry 'senteval.tar' is not a mapping)"
         )
-    status, out, said = _dry_run(repo_root, tmp_path, f"artifacts_lock={lock}")
-    observed(said[0] if said else out.strip().splitlines()[-1])
-    assert said == [f"contrastlab: {expected}; move it aside and run again to write one"], out[-3000:]
-    assert status == 1 and "Traceback" not in out and "Error in file" not in out
+    done = demo_process(repo_root, tmp_path, f"artifacts_lock={lock}", args=DRY_RUN)
+    line = one_line_failure(done)
+    observed(line)
+    assert line == f"contrastlab: {expected}; move it aside and run again to write one"
+    assert "Error in file" not in done.stdout + done.stderr

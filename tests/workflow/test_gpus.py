@@ -9,7 +9,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from fcntl import LOCK_EX
 from pathlib import Path
 from types import SimpleNamespace
@@ -40,12 +39,8 @@ time.sleep(600)
 
 def _start(devices: str, lock_dir: Path, wanted: int = 1, share: int = 1) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    return subprocess.Popen(
-        [sys.executable, "-c", JOB, devices, str(lock_dir), str(wanted), str(share)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    command = [sys.executable, "-c", JOB, devices, str(lock_dir), str(wanted), str(share)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
 
 
 def _claimed(job: subprocess.Popen) -> str:
@@ -77,12 +72,10 @@ def test_concurrent_jobs_get_different_gpus_and_a_killed_job_frees_its_own(tmp_p
     jobs += [_start("0,1,2", lock_dir) for _ in range(3)]
     claimed = [_claimed(job) for job in jobs]
     assert sorted(claimed) == ["0", "1", "2"]
-    waiting = _start("0,1,2", lock_dir)  # a fourth job: every GPU is taken, it waits
-    jobs.append(waiting)
-    time.sleep(0.5)
-    assert waiting.poll() is None
+    jobs.append(_start("0,1,2", lock_dir))
+    assert _waiting(jobs[3])  # a fourth job: every GPU is taken, it waits
     os.kill(jobs[1].pid, signal.SIGKILL)  # dies without releasing anything itself
-    assert _claimed(waiting) == claimed[1]
+    assert _claimed(jobs[3]) == claimed[1]
 
 
 def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
@@ -93,16 +86,6 @@ def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
     assert claim_gpus(2, ["4", "5"], tmp_path) == ["4", "5"]
     assert not list(tmp_path.iterdir())
     assert claim_gpus(0, ["0", "1"], tmp_path) == ["0", "1"]
-
-
-def test_two_runs_on_a_one_gpu_box_queue_for_its_gpu(tmp_path, jobs):
-    """One visible GPU is locked too, so the grid and make gpu-check queue for it."""
-    jobs += [_start("0", tmp_path / "locks")]
-    assert _claimed(jobs[0]) == "0"
-    jobs.append(_start("0", tmp_path / "locks"))
-    assert _waiting(jobs[1])  # for the GPU
-    jobs[0].kill()
-    assert _claimed(jobs[1]) == "0"
 
 
 def test_a_job_wanting_two_gpus_holds_none_while_it_waits(tmp_path, jobs):
@@ -188,13 +171,16 @@ def test_shared_slots_put_k_jobs_on_each_gpu_and_never_more(tmp_path, share, job
     assert _claimed(jobs[-1]) == "1"
 
 
-def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path, jobs):
-    """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it."""
+@pytest.mark.parametrize("first", [1, 2], ids=["whole-gpu", "small"])
+def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path, jobs, first):
+    """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it; beside
+    another whole-GPU job it queues too (one visible GPU is locked, so the grid and make gpu-check queue
+    for it)."""
     lock_dir = tmp_path / "locks"
-    jobs += [_start("0", lock_dir, share=2)]
+    jobs += [_start("0", lock_dir, share=first)]
     assert _claimed(jobs[0]) == "0"
     jobs.append(_start("0", lock_dir, share=1))
-    assert _waiting(jobs[1])  # one small job is enough to keep it out
+    assert _waiting(jobs[1])  # one job, even a small one, is enough to keep it out
     jobs[0].kill()
     assert _claimed(jobs[1]) == "0"
     jobs.append(_start("0", lock_dir, share=4))
@@ -288,6 +274,5 @@ def test_a_local_run_refuses_a_device_its_job_would_not_get_before_any_job_start
     )
     assert local_device_refusal([_train(1, True), _train(1)], local=True, gpus=lambda: ["0"]) is None
     assert local_device_refusal([_train(0, False)], local=True, gpus=lambda: pytest.fail("looked")) is None
-    assert (
-        local_device_refusal([_train(1), _train(0, True)], local=False, gpus=list) is None
-    )  # SLURM: in its job
+    # SLURM: in its job
+    assert local_device_refusal([_train(1), _train(0, True)], local=False, gpus=list) is None

@@ -56,9 +56,8 @@ def test_a_job_of_no_cell_is_labelled_by_its_wildcards_and_records_no_failure():
         "search_select", {"experiment": "nie2023", "backbone": "bert-base", "method": "mpt", "stage": "2"}
     )
     assert job_label(select) == "rule search_select nie2023/bert-base/mpt/2"
-    assert (
-        failure_record(select) is None and failure_record(job("encode_pretrained", {"backbone": "b"})) is None
-    )
+    assert failure_record(select) is None
+    assert failure_record(job("encode_pretrained", {"backbone": "b"})) is None
     assert job_label(job("tables", {})) == "rule tables"
 
 
@@ -167,9 +166,8 @@ def test_a_job_stopped_by_ctrl_c_prints_one_line_and_keeps_its_traceback_in_its_
         "import sys\nfrom contrastlab.workflow.job import logged_to\n"
         "with logged_to(sys.argv[1], 'rule tables'):\n    raise KeyboardInterrupt"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(log)], capture_output=True, text=True, timeout=60
-    )
+    command = [sys.executable, "-c", script, str(log)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGINT, done
     line = f"contrastlab: rule tables: interrupted; run the same command again to go on (log: {log})"
     assert done.stderr.splitlines() == [line], done.stderr

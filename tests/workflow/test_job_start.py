@@ -14,12 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from contrastlab.training.phases import process_started
-from contrastlab.workflow.job_start import (
-    STATE_VARIABLE,
-    start_line,
-    start_record,
-    start_state,
-)
+from contrastlab.workflow.job_start import STATE_VARIABLE, start_line, start_record, start_state
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
 
@@ -28,19 +23,10 @@ REFUSED = "starter refused: CUDA driver loaded by imports"
 
 def test_a_process_start_is_read_from_the_kernel():
     """A new interpreter's start: after the moment it was started, before its own first statement."""
+    code = "import time; now = time.time()\nfrom contrastlab.training.phases import process_started\n"
+    code += "print(process_started(), now)"
     before = time.time()
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import time; now = time.time()\n"
-            "from contrastlab.training.phases import process_started\n"
-            "print(process_started(), now)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     started, first_statement = map(float, out.split())
     assert before - 0.05 <= started <= first_statement, (before, started, first_statement)
 

@@ -35,13 +35,9 @@ def standin(tmp_path, monkeypatch):
 
 
 def _job(devices: str, base: Path, **env: str) -> subprocess.Popen:
-    job = subprocess.Popen(
-        [sys.executable, "-c", JOB, devices, str(base)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-    )
+    command = [sys.executable, "-c", JOB, devices, str(base)]
+    env = {**os.environ, **env}
+    job = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     job.said = job.stdout.readline().split()  # the job joined (or failed: nothing said)
     return job
 
@@ -101,9 +97,8 @@ def test_each_gpu_set_and_slurm_allocation_has_a_daemon_of_its_own(standin, tmp_
 def test_without_the_control_program_the_job_stops_with_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     before = dict(os.environ)
-    with pytest.raises(
-        mps.MpsError, match=r"nvidia-cuda-mps-control is not on PATH on .*set resources\.mps: false"
-    ):
+    said = r"nvidia-cuda-mps-control is not on PATH on .*set resources\.mps: false"
+    with pytest.raises(mps.MpsError, match=said):
         mps.join(["0"], tmp_path / "locks")
     assert dict(os.environ) == before  # no pipe folder for CUDA to try
 
@@ -114,8 +109,6 @@ def test_a_daemon_that_does_not_start_is_one_line_naming_its_log(tmp_path, monke
     failing.write_text("#!/bin/sh\necho 'An instance of this daemon is already running' >&2\nexit 1\n")
     failing.chmod(0o755)
     monkeypatch.setenv("PATH", mps_standin.path_with(failing.parent))
-    with pytest.raises(
-        mps.MpsError,
-        match=r"-d failed on .* \(exit 1: An instance of this daemon is already running; its log: .*/log\)",
-    ):
+    said = r"-d failed on .* \(exit 1: An instance of this daemon is already running; its log: .*/log\)"
+    with pytest.raises(mps.MpsError, match=said):
         mps.join(["0"], tmp_path / "locks")

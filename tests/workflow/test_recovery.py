@@ -124,14 +124,12 @@ def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path,
         results, "remote", **where, pid=_ended_pid(), start_time="7", locks=[recovery._digest(held)]
     )
 
-    notes = recover_killed_run(str(results), tmp_path)
+    (note,) = recover_killed_run(str(results), tmp_path)
 
-    assert len(notes) == 1 and notes[0].startswith(f"contrastlab: {results} may be in use by a run on "), (
-        notes
-    )
-    assert f"delete {path} and run this command once with --unlock" in notes[0]
-    assert "\n" not in notes[0] and held.is_file() and path.is_file()
-    observed(notes[0])
+    assert note.startswith(f"contrastlab: {results} may be in use by a run on "), note
+    assert f"delete {path} and run this command once with --unlock" in note
+    assert "\n" not in note and held.is_file() and path.is_file()
+    observed(note)
 
 
 @pytest.mark.fault(

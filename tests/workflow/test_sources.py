@@ -56,7 +56,7 @@ def record(folder: Path, name: str, inputs: list[str]) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"rule": "train", "input": inputs, "record_format_version": 6}
-    data["input_checksums"] = {p: "sha256:0" for p in inputs}
+    data["input_checksums"] = {p: f"sha256:{i}" for i, p in enumerate(inputs)}  # one per input
     path.write_text(json.dumps(data))
     return path
 
@@ -98,18 +98,14 @@ def keyed(folder: Path, output: str, inputs: list[str], nested: bool = False) ->
 def test_a_backbone_in_a_moved_resources_folder_is_migrated_for_this_runs_results_only(tmp_path):
     root = checkout(tmp_path)
     metadata = root / ".snakemake" / "metadata"
-    old, new = (
-        str(tmp_path / "home" / "models" / "tiny-bert"),
-        str(tmp_path / "scratch" / "models" / "tiny-bert"),
-    )
+    old = str(tmp_path / "home" / "models" / "tiny-bert")
+    new = str(tmp_path / "scratch" / "models" / "tiny-bert")
     results = tmp_path / "results"
     ours = keyed(metadata, str(results / "checkpoints" / "cell" / "model"), [old], nested=True)
     theirs = keyed(metadata, str(tmp_path / "other-results" / "checkpoints" / "cell" / "model"), [old])
     unknown = keyed(metadata, str(results / "x"), [str(tmp_path / "home" / "models" / "other-bert")])
-    changed = migrate_recorded_sources(
-        metadata, root, root, root, results=results, backbones={"tiny-bert": new}
-    )
-    assert changed == 1
+    backbones = {"tiny-bert": new}
+    assert migrate_recorded_sources(metadata, root, root, root, results=results, backbones=backbones) == 1
     assert json.loads(ours.read_text())["input"] == [new]
     assert json.loads(theirs.read_text())["input"] == [old]  # another preset's run: its own spelling
     assert json.loads(unknown.read_text())["input"] == [str(tmp_path / "home" / "models" / "other-bert")]
@@ -140,14 +136,8 @@ def test_each_recorded_input_takes_exactly_its_own_spelling(tmp_path):
     inputs = [str(root / "mine.py"), str(outside), look_alike, gone]
     results = tmp_path / "results"
     path = keyed(metadata, str(results / "checkpoints" / "cell" / "model"), inputs)
-    data = json.loads(path.read_text())
-    data["input_checksums"] = {p: f"sha256:{i}" for i, p in enumerate(inputs)}
-    path.write_text(json.dumps(data))
-    new = str(tmp_path / "scratch" / "models" / "tiny-bert")
-    assert (
-        migrate_recorded_sources(metadata, root, root, root, results=results, backbones={"tiny-bert": new})
-        == 1
-    )
+    backbones = {"tiny-bert": str(tmp_path / "scratch" / "models" / "tiny-bert")}
+    assert migrate_recorded_sources(metadata, root, root, root, results=results, backbones=backbones) == 1
     migrated = json.loads(path.read_text())
     assert migrated["input"] == sorted(["mine.py", str(outside), look_alike, gone])
     assert migrated["input_checksums"] == {

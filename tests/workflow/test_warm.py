@@ -103,42 +103,32 @@ def place(tmp_path_factory):
     subprocess.run(["pkill", "-TERM", "-f", f"contrastlab.workflow.warm {root}"], check=False)
 
 
-def _command(place, report: Path, **options) -> list[str]:
-    """The script's command: its report file and what it does are arguments, so that every run has the
-    starter's environment (a variable more would be a starter of its own)."""
-    return [sys.executable, str(place[0] / "job.py"), str(report), json.dumps(options)]
-
-
 def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess.CompletedProcess:
     """``script`` run with ``args`` to its end, in the starter's environment and ``variables``, from ``cwd``
     (the place's folder unless given); ``run``: more of subprocess.run's arguments."""
     root, env = place
-    return subprocess.run(
-        [sys.executable, str(script), *map(str, args)],
-        cwd=cwd or root,
-        env={**env, **(variables or {})},
-        capture_output=True,
-        timeout=120,
-        **run,
-    )
+    argv = [sys.executable, str(script), *map(str, args)]
+    env = {**env, **(variables or {})}
+    return subprocess.run(argv, cwd=cwd or root, env=env, capture_output=True, timeout=120, **run)
 
 
 def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
     """The script run to its end (on ``cpus`` only, where given), which must succeed: its outcome and its
-    report."""
+    report. Its report file and what it does are arguments, so that every run has the starter's environment
+    (a variable more would be a starter of its own)."""
     report = place[0] / f"report-{time.monotonic_ns()}.json"
     stdin = "from stdin" if options.get("stdin") else None
     affinity = None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
-    job = _command(place, report, **options)[1:]
+    job = (place[0] / "job.py", report, json.dumps(options))
     done = _python(place, *job, variables=variables, input=stdin, text=True, preexec_fn=affinity)
     assert done.returncode == 0, done.stderr
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
 def _start(place, report: Path, variables=None, streams=subprocess.PIPE, **options) -> subprocess.Popen:
-    """The script started, not waited for, its output to ``streams``."""
+    """The script started as :func:`_run` runs it, not waited for, its output to ``streams``."""
     root, env = place
-    command = _command(place, report, **options)
+    command = [sys.executable, str(root / "job.py"), str(report), json.dumps(options)]
     env = {**env, **(variables or {})}
     return subprocess.Popen(command, cwd=root, env=env, stdout=streams, stderr=streams, text=True)
 
@@ -152,16 +142,15 @@ def _start_sleeping_job(place, report_name: str) -> tuple[subprocess.Popen, dict
     return client, json.loads(report.read_text())
 
 
-def _starter_ready(place, run=None) -> int:
-    """Run the script (by ``run``, else :func:`_run`) until a starter serves it (the first run, cold, starts
-    one): the starter's pid."""
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        _, report = (run or _run)(place)
-        if report["pid"] != _client_pid_of(report):
-            return report["ppid"]
-        time.sleep(0.5)
-    raise AssertionError("no starter served within 90 s")
+def _starter_ready(place, run=_run) -> int:
+    """Run the script (by ``run``) until a starter serves it (the first run, cold, starts one): the starter's
+    pid."""
+
+    def served() -> int | None:
+        report = run(place)[1]
+        return report["ppid"] if report["pid"] != _client_pid_of(report) else None
+
+    return _wait_for(served, timeout=90, what="a starter to serve the script")
 
 
 def _client_pid_of(report: dict) -> int:
@@ -215,15 +204,18 @@ def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, di
         (outside / "job.py").write_text(SCRIPT.replace('"affinity":', fields))
         (outside / "beside.py").write_text("WHERE = 'beside the script'\n")
     name = f"report-{time.monotonic_ns()}.json"
-    done = _python(place, "../outside/job.py", name, "{}", variables=variables, cwd=run, text=True)
+    options = json.dumps({"start_record": True})
+    done = _python(place, "../outside/job.py", name, options, variables=variables, cwd=run, text=True)
     assert done.returncode == 0, done.stderr
     return done, json.loads((run / name).read_text())
 
 
 def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_process_would(place):
     """A script outside the folder it was started from, named by a relative path: the fork gets the client's
-    folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does."""
+    folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does, which
+    learns why it started cold."""
     _, cold = _run_outside(place, {warm.SWITCH: "0"})
+    assert (cold["start"]["warm"], cold["start"]["why_cold"]) == (False, "warm starts off")
     assert cold["pid"] == _client_pid_of(cold)
     starter = _starter_ready(place, _run_outside)
     warm_report = _run_outside(place)[1]
@@ -237,12 +229,6 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
     assert os.path.realpath(os.path.join(warm_report["cwd"], warm_report["path0"])) == str(
         place[0] / "outside"
     )
-
-
-def test_a_cold_job_learns_why_it_started_cold(place):
-    _, report = _run(place, {warm.SWITCH: "0"}, start_record=True)
-    assert (report["start"]["warm"], report["start"]["why_cold"]) == (False, "warm starts off")
-    assert report["pid"] == _client_pid_of(report)
 
 
 def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
@@ -266,18 +252,20 @@ def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
 
 # The main program with a stand-in (a test's, as tests/tables/test_tables.py runs scripts/tables.py), and
 # Snakemake's own object in a script run in-process (runpy, not the process's __main__): either hands over
-# nothing, since the hand-over ends the calling process; both print the pid that ran the script.
+# nothing, since the hand-over ends the calling process; both print their pid before and after it.
 IN_PLACE = {
     "stand-in": """
+import os
+print(os.getpid(), flush=True)
 from types import SimpleNamespace
 snakemake = SimpleNamespace(rule="tables")
 from contrastlab.workflow.warm import hand_over
 hand_over(globals())
-import os
 print(os.getpid())
 """,
     "in-process": """
 import os, pathlib, runpy, sys
+print(os.getpid(), flush=True)
 from snakemake.iocontainers import Snakemake
 script = pathlib.Path(sys.argv[1])
 script.write_text("from contrastlab.workflow.warm import hand_over\\nhand_over(globals())\\n")
@@ -290,20 +278,13 @@ print(os.getpid())
 @pytest.mark.parametrize("case", IN_PLACE)
 def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(place, case):
     _starter_ready(place)
-    root, env = place
+    root, _ = place
     driver = root / f"{case}.py"
     driver.write_text(IN_PLACE[case])
-    process = subprocess.Popen(
-        [sys.executable, str(driver), str(root / f"{case}-script.py")],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 0, stderr
-    assert stdout.split() == [str(process.pid)]
+    done = _python(place, driver, root / f"{case}-script.py", text=True)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.split()
+    assert before == after  # the process that began the script went on with it
 
 
 def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(place):
@@ -502,20 +483,14 @@ def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, 
     libraries = _stand_in_driver(tmp_path)
     address = tmp_path / "key.sock"
     env = {**os.environ, "LD_LIBRARY_PATH": str(libraries)}
-    done = subprocess.run(
-        [sys.executable, "-c", STARTER, str(address), driver],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    command = [sys.executable, "-c", STARTER, str(address), driver]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     refused = tmp_path / "key.refused"
     if driver == "loaded":
         assert "without initialising it: forks may use CUDA" in done.stdout, done.stdout
-        assert not refused.exists() and done.stdout.splitlines()[-1] == "0 jobs, then no job for 1 s", (
-            done.stdout
-        )
+        assert not refused.exists()
+        assert done.stdout.splitlines()[-1] == "0 jobs, then no job for 1 s", done.stdout
     else:
         record = json.loads(refused.read_text())
         assert record["reason"] == "CUDA driver initialised by imports", record
@@ -602,11 +577,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_for(condition, timeout: float = 30) -> None:
+def _wait_for(condition, timeout: float = 30, what: str = "the condition"):
+    """``condition()``'s first true value, asked every 0.1 s for at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s"
-        time.sleep(0.05)
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.1)
+    return value
 
 
 # --- issue 76 item 3: a warm job sees what a cold one sees; each way a starter can fail ends clearly ------
@@ -714,13 +691,8 @@ def test_the_starter_key_follows_the_cpus_the_cgroup_and_the_io_and_cpu_priority
     probe = "from contrastlab.workflow.warm_key import starter_key; print(starter_key({}))"
 
     def key_of(setup=None, command=()) -> str:
-        done = subprocess.run(
-            [*command, sys.executable, "-c", probe],
-            capture_output=True,
-            text=True,
-            check=True,
-            preexec_fn=setup,
-        )
+        argv = [*command, sys.executable, "-c", probe]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True, preexec_fn=setup)
         return done.stdout.strip()
 
     same = key_of()
@@ -765,6 +737,22 @@ with open(sys.argv[1], "w") as out:
     json.dump(report, out)
 """.replace("TORCH_SCRIPT\n", TORCH_SCRIPT)
 
+
+def _warm_and_cold(place, name: str, job: str, *args, variables=None, **run) -> tuple[dict, dict]:
+    """The reports of ``job`` (a script after HAND_OVER, written as ``<name>.py``) run warm, then cold, with
+    ``args`` after the report's path (``<name>.json``: the same argument in both runs)."""
+    root, _ = place
+    (root / f"{name}.py").write_text(HAND_OVER + job)
+    report = root / f"{name}.json"
+    reports = []
+    for switch in ("1", "0"):
+        switched = {**(variables or {}), warm.SWITCH: switch}
+        _python(place, root / f"{name}.py", report, *args, variables=switched, check=True, **run)
+        reports.append(json.loads(report.read_text()))
+        report.unlink()
+    return reports[0], reports[1]
+
+
 #: The variables a warm and a cold run of one job may disagree on, each with why.
 DIFFER = {
     warm.SWITCH: "how the test asks for the cold run (CONTRASTLAB_WARM_START=0)",
@@ -779,25 +767,15 @@ def test_a_warm_job_sees_what_a_cold_job_sees(place, ignoring):
     computes the same bits with torch; only its pid and parent differ. Started ignoring signals (nohup, a
     background job), both ignore them."""
     starter = _starter_ready(place)
-    root, _ = place
-    (root / "probe.py").write_text(HAND_OVER + PROBE)
-    reports, report = {}, root / "probe.json"  # one path: it is an argument of both runs
-    stdin = b"line one\r\nline two\n"  # read as given: no newline translated
-    for how, variables in (("warm", {warm.SWITCH: "1"}), ("cold", {warm.SWITCH: "0"})):
-        _python(
-            place,
-            root / "probe.py",
-            report,
-            "a b",
-            "$(no)",
-            variables=variables,
-            input=stdin,
-            check=True,
-            preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignoring],
-        )
-        reports[how] = json.loads(report.read_text())
-        report.unlink()
-    hot, cold = reports["warm"], reports["cold"]
+    hot, cold = _warm_and_cold(
+        place,
+        "probe",
+        PROBE,
+        "a b",
+        "$(no)",
+        input=b"line one\r\nline two\n",  # read as given: no newline translated
+        preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignoring],
+    )
     assert hot["ppid"] == starter and cold["pid"] == _client_pid_of(cold)
     assert cold["stdin"] == "line one\r\nline two\n" and cold["argv"][2:] == ["a b", "$(no)"]
     assert set(hot) == set(cold)
@@ -835,17 +813,9 @@ def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_t
     from contrastlab.cost.measured import warm_usage_path
 
     starter = _starter_ready(place)
-    root, _ = place
-    (root / "usage_probe.py").write_text(HAND_OVER + USAGE_PROBE)
-    benchmark = root / "usage" / "probe.tsv"
-    reports = {}
-    for how in ("warm", "cold"):
-        report = root / f"usage-{how}.json"
-        switch = {warm.SWITCH: "1" if how == "warm" else "0"}
-        where = {warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)})}
-        _python(place, root / "usage_probe.py", report, variables={**switch, **where}, check=True)
-        reports[how] = json.loads(report.read_text())
-    hot, cold = reports["warm"], reports["cold"]
+    benchmark = place[0] / "usage" / "probe.tsv"
+    where = {warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)})}
+    hot, cold = _warm_and_cold(place, "usage_probe", USAGE_PROBE, variables=where)
     assert hot["ppid"] == starter
     usage = json.loads(warm_usage_path(benchmark).read_text())  # the warm run's only: the cold wrote none
     assert 0 <= usage["max_rss"] - hot["peak_kb"] / 1024 < 4, (usage, hot)  # a little more, at the fork's end

@@ -15,6 +15,8 @@ from contrastlab.workflow import job_start, warm
 #: The rule train's benchmark pattern as the Snakefile writes it (RESULTS.benchmark("train", CELL)), with a
 #: constraint as rules/common.smk sets them (stripped for the environment: the job's wildcards met it).
 TRAIN = "{root}/benchmarks/train/{{experiment}}/{{backbone}}/{{method,[^/]+}}/seed{{seed}}.tsv"
+#: The start record of a process no fork claimed the record of (but its process's start).
+NOT_HANDED_OVER = {"warm": False, "why_cold": job_start.NOT_HANDED_OVER, "handed_over": None, "waited_s": 0.0}
 
 
 def _usage(maxrss_kb: int, user: float, system: float) -> SimpleNamespace:
@@ -82,13 +84,7 @@ def test_the_start_record_a_fork_claims_and_its_log_line_by_hand(monkeypatch):
     )
     # the same record in a process it does not name (one a job started): not handed over
     monkeypatch.setenv(job_start.STATE_VARIABLE, json.dumps({**json.loads(sent), "pid": os.getpid() + 1}))
-    assert job_start.start_record() == {
-        "warm": False,
-        "why_cold": job_start.NOT_HANDED_OVER,
-        "process_started": 1000.0,
-        "handed_over": None,
-        "waited_s": 0.0,
-    }
+    assert job_start.start_record() == {**NOT_HANDED_OVER, "process_started": 1000.0}
 
 
 @pytest.mark.parametrize("raw", ["{not json", "[1, 2]", "", None, '{"warm": true, "pid": null}'])
@@ -100,10 +96,4 @@ def test_an_unreadable_start_record_reads_as_not_handed_over(monkeypatch, raw):
         monkeypatch.delenv(job_start.STATE_VARIABLE, raising=False)
     else:
         monkeypatch.setenv(job_start.STATE_VARIABLE, raw)
-    assert job_start.start_record() == {
-        "warm": False,
-        "why_cold": job_start.NOT_HANDED_OVER,
-        "process_started": 7.0,
-        "handed_over": None,
-        "waited_s": 0.0,
-    }
+    assert job_start.start_record() == {**NOT_HANDED_OVER, "process_started": 7.0}
