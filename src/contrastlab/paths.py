@@ -103,16 +103,12 @@ class Results:
     def log(self, rule: str, place: Place | None = None) -> str:
         """``logs/<rule>/<place>.log``, or ``logs/<rule>.log`` for a job of no place. ``rule`` names the
         folder, which a track's twins share (``train_vision`` logs under ``train``)."""
-        if place is None:
-            return f"{self.root}/logs/{rule}.log"
-        return self._under(f"logs/{rule}", place, ".log")
+        return self._under("logs", rule if place is None else f"{rule}/{self.cell(place)}", ".log")
 
     def benchmark(self, rule: str, place: Place | None = None) -> str:
         """``benchmarks/<rule>/<place>.tsv``, or ``benchmarks/<rule>.tsv`` for a job of no place: the
         Snakemake benchmark file of the job, under the rule that writes it."""
-        if place is None:
-            return f"{self.benchmarks}/{rule}.tsv"
-        return self._under(f"benchmarks/{rule}", place, ".tsv")
+        return self._under("benchmarks", rule if place is None else f"{rule}/{self.cell(place)}", ".tsv")
 
     def state(self, kind: str, place: Place | None = None) -> str:
         """``state/<kind>/<place>``: what a run keeps for itself (``train`` snapshots, ``features``,

@@ -475,10 +475,8 @@ def _snakemake(args: Sequence[str], root: Path, what: str) -> str:
 
 def pending_jobs(dry_run_output: str) -> dict[str, int]:
     """``{rule: count}`` from the "Job stats" table of a Snakemake dry run (empty when nothing runs)."""
-    if "Job stats:" not in dry_run_output:
-        return {}
     counts = {}
-    for line in dry_run_output.split("Job stats:", 1)[1].splitlines()[3:]:
+    for line in dry_run_output.partition("Job stats:")[2].splitlines()[3:]:
         parts = line.split()
         if len(parts) != 2 or not parts[1].isdigit() or parts[0] == "total":
             break

@@ -26,6 +26,7 @@ from typing import Any
 from contrastlab.artifacts import recorded_sha256, sha256_file
 from contrastlab.paths import read_json, snakemake_record, write_json
 from contrastlab.workflow.failures import job_results_dir, snakemake_dict
+from contrastlab.workflow.recovery import run_records
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
 RECORDED_OUTPUTS = ("model", "encoder", "metrics")
@@ -47,12 +48,6 @@ def record_path(results_dir: str | os.PathLike, output: str | os.PathLike) -> Pa
     return None if relative is None else Path(results_dir, "state", "finished", relative + ".json")
 
 
-def _trusted_files(output: Path) -> list[Path]:
-    """The files of ``output`` whose bytes later jobs trust: a weights folder's ``*.safetensors``, or the
-    file itself."""
-    return sorted(output.rglob("*.safetensors")) if output.is_dir() else [output]
-
-
 def _entry(path: Path) -> dict[str, Any]:
     stat = path.stat()
     # the digest its writer took while the job went on (artifacts.hash_when_written), else read back
@@ -60,16 +55,16 @@ def _entry(path: Path) -> dict[str, Any]:
 
 
 def record_finished(results_dir: str | os.PathLike, outputs: Iterable[str | os.PathLike]) -> list[Path]:
-    """Record the size, sha256 and modification time of each file of each of ``outputs`` that exists
-    (:func:`_trusted_files`); returns the records written. Called when the job that wrote them ends."""
+    """Record the size, sha256 and modification time of each file of each of ``outputs`` that exists (a
+    weights folder's ``*.safetensors``: the bytes later jobs trust); returns the records written. Called
+    when the job that wrote them ends."""
     written = []
     for output in map(Path, outputs):
         record = record_path(results_dir, output)
         if record is None or not output.exists():
             continue
-        files = {
-            _relative(results_dir, path): _entry(path) for path in _trusted_files(output) if path.is_file()
-        }
+        trusted = sorted(output.rglob("*.safetensors")) if output.is_dir() else [output]
+        files = {_relative(results_dir, path): _entry(path) for path in trusted if path.is_file()}
         write_json(record, {"output": _relative(results_dir, output), "files": files})
         written.append(record)
     return written
@@ -117,14 +112,6 @@ def changed(results_dir: str | os.PathLike, output: str | os.PathLike) -> str | 
     return None
 
 
-def _in_use(results_dir: str | os.PathLike) -> bool:
-    """Whether another run may be executing on ``results_dir``: a run record is left after the recovery
-    of killed runs (contrastlab.workflow.recovery), which this process has not written yet."""
-    from contrastlab.workflow.recovery import run_records
-
-    return bool(run_records(results_dir))
-
-
 def set_aside(results_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
     """Move ``output`` to ``<results_dir>/state/set-aside/<its path under results_dir>`` (replacing an
     earlier one there) and forget its record; returns where it went."""
@@ -152,15 +139,12 @@ def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os
     its record (:func:`changed`); move each one that no longer matches aside (:func:`set_aside`), so
     that the run makes it again with what depends on it; returns one line per output found changed.
     While another run may be executing on ``results_dir``, nothing is moved: the lines say so."""
+    found = [(output, why) for output in outputs if (why := changed(results_dir, output)) is not None]
+    # a run record left after the recovery of killed runs, which this process has not written yet
+    in_use = bool(found and run_records(results_dir))
     notes = []
-    in_use = None
-    for output in outputs:
-        why = changed(results_dir, output)
-        if why is None:
-            continue
+    for output, why in found:
         cell = _place(results_dir, output)
-        if in_use is None:
-            in_use = _in_use(results_dir)
         if in_use:
             notes.append(
                 f"contrastlab: {cell}: {why}; left in place while another run may use {results_dir}: "
@@ -230,7 +214,7 @@ def forget_finished_states(
         and read_json(Path(state, _STATE_INFO)).get("finished") is True
         and not marked_incomplete(output, workdir)
     ]
-    if not found or (results_dir is not None and _in_use(results_dir)):
+    if not found or (results_dir is not None and run_records(results_dir)):
         return []
     for state in found:
         shutil.rmtree(state, ignore_errors=True)

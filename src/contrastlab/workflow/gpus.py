@@ -136,12 +136,6 @@ def local_device_refusal(jobs: Iterable[Any], *, local: bool, gpus: Callable = v
     return None
 
 
-def scheduler_chose_gpus() -> bool:
-    """Whether a scheduler gave this job its GPUs (SLURM sets ``SLURM_JOB_GPUS`` or ``SLURM_STEP_GPUS``
-    with ``CUDA_VISIBLE_DEVICES`` for a job's ``--gpus``/``--gres``): then they are the job's own."""
-    return bool(os.environ.get("SLURM_JOB_GPUS") or os.environ.get("SLURM_STEP_GPUS"))
-
-
 def lock_folder(lock_dir: str | os.PathLike | None = None) -> Path:
     """The folder of the GPU slot locks (``lock_dir``, else ``CONTRASTLAB_GPU_LOCK_DIR``, else
     :data:`GPU_LOCK_DIR`), created for every user of the machine (and the MPS daemons' folders)."""
@@ -185,11 +179,13 @@ def claim_gpus(
     ``SLOTS_PER_GPU // share`` of each one's slot files ``<lock_dir>/gpu-<device>-<slot>.lock`` (all for
     ``share`` 1), held until the process ends or dies. The least loaded devices go first. All or nothing: a
     job that finds too few releases every slot and waits (polling, one line to ``log``), so that jobs
-    wanting two GPUs never hold one each forever. Devices a scheduler chose (:func:`scheduler_chose_gpus`),
+    wanting two GPUs never hold one each forever. Devices a scheduler chose (SLURM sets ``SLURM_JOB_GPUS`` or
+    ``SLURM_STEP_GPUS`` with ``CUDA_VISIBLE_DEVICES`` for a job's ``--gpus``/``--gres``: its own),
     no more than wanted, are taken without a lock."""
     if share not in SHARES:
         raise ValueError(f"gpu_share must be one of {', '.join(map(str, SHARES))}, got {share!r}")
-    if wanted <= 0 or (len(devices) <= wanted and scheduler_chose_gpus()):
+    by_scheduler = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("SLURM_STEP_GPUS")
+    if wanted <= 0 or (len(devices) <= wanted and by_scheduler):
         return list(devices)
     if wanted > len(devices):
         raise GpuUnavailableError(

@@ -51,8 +51,7 @@ def failure_record(snakemake: Any) -> Path | None:
     wildcards = snakemake_dict(snakemake, "wildcards")
     if not set(CELL_FIELDS) <= set(wildcards):
         return None
-    results = Results(job_results_dir(snakemake))
-    return Path(results.metrics(wildcards), FAILURE_RECORD)
+    return Path(Results(job_results_dir(snakemake)).metrics(wildcards), FAILURE_RECORD)
 
 
 #: Failures that a retry of the same job reproduces: a non-finite loss (NonFiniteLossError is a

@@ -19,6 +19,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
+from contrastlab.paths import read_json, write_json
 from contrastlab.training.phases import process_started
 
 #: Where :func:`~contrastlab.workflow.warm.hand_over` leaves the job's start record (JSON).
@@ -94,10 +95,8 @@ REFUSED_SUFFIX = ".refused"
 
 def refusal(address: Path) -> str | None:
     """``starter refused: <why>`` where a starter of ``address``'s key refused to serve, else ``None``."""
-    try:
-        return f"starter refused: {json.loads(address.with_suffix(REFUSED_SUFFIX).read_text())['reason']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    found = read_json(address.with_suffix(REFUSED_SUFFIX))
+    return f"starter refused: {found['reason']}" if "reason" in found else None
 
 
 def driver_initialised() -> str:
@@ -118,8 +117,6 @@ def driver_initialised() -> str:
 def record_refusal(address: Path, reason: str, **facts: str) -> None:
     """Remember beside ``address`` (:data:`REFUSED_SUFFIX`) that its starter refused, why, and ``facts``
     that may tell whether it could have served; written whole or not at all."""
-    from contrastlab.paths import write_json
-
     record = {"reason": reason, "starter": os.getpid(), **facts}
     with contextlib.suppress(OSError):  # not remembered: the key's next job starts a starter again
         write_json(address.with_suffix(REFUSED_SUFFIX), record)

@@ -21,13 +21,11 @@ from contrastlab.search import SearchPoint
 #: The file's format: a file of another format is priced afresh (1 kept a point's grid as a JSON object,
 #: whose keys the file sorts, so that a job named a point otherwise than the main process).
 FORMAT = 2
-#: The file's name in the results' ``state/`` (:func:`points_file`).
-POINTS_FILE = "search_points.json"
 
 
 def points_file(results: Results) -> str:
     """Where the run's points are kept: ``<results_dir>/state/search_points.json``."""
-    return results.state(POINTS_FILE)
+    return results.state("search_points.json")
 
 
 def _decoded(rows: Sequence[Mapping[str, Any]]) -> list[SearchPoint]:

@@ -393,9 +393,6 @@ def _in_use_line(results_dir: str | os.PathLike, holder: Mapping[str, Any]) -> s
     )
 
 
-#: The claim file of a results folder (:func:`claim_results_folder`), in its :func:`runs_folder`.
-CLAIM_FILE = ".claim"
-
 #: {the real path of a results folder: the open claim file this process holds its lock on}.
 _CLAIMS: dict[str, int] = {}
 
@@ -403,7 +400,7 @@ _CLAIMS: dict[str, int] = {}
 def claim_path(results_dir: str | os.PathLike) -> Path:
     """``<the real path of results_dir>/state/runs/.claim``: the file whose lock is the claim on the
     folder, one file under every name of the folder."""
-    return runs_folder(os.path.realpath(results_dir)) / CLAIM_FILE
+    return runs_folder(os.path.realpath(results_dir)) / ".claim"
 
 
 def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
@@ -583,13 +580,7 @@ def forget_running_workflow(
 def _still_running(record_path: Path, machine: Mapping[str, str]) -> bool:
     """Whether the run of the record at ``record_path`` may still execute: the record is there and its run
     has not provably ended (an unreadable one, or one from elsewhere, may)."""
-    try:
-        record = json.loads(record_path.read_text())
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError):
-        return True
-    return not _gone(record, machine)
+    return record_path.is_file() and not _gone(read_json(record_path), machine)
 
 
 def _restore_locks(lock_dir: Path, locks: Mapping[str, bytes], owners: Mapping[str, Path | None]) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from contrastlab.losses.user import module_path
-from contrastlab.paths import REPO_ROOT, atomic_write
+from contrastlab.paths import REPO_ROOT, write_text
 
 __all__ = [
     "LOCATION_KEYS",
@@ -149,8 +149,7 @@ def migrate_recorded_sources(
         checksums = data.get("input_checksums")
         if isinstance(checksums, dict):
             data["input_checksums"] = {renamed.get(p, p): value for p, value in checksums.items()}
-        with atomic_write(record) as partial:
-            partial.write_text(json.dumps(data))
+        write_text(record, json.dumps(data))
         changed += 1
     return changed
 

@@ -403,14 +403,10 @@ def _kill(fork: int, signum: int = signal.SIGKILL) -> None:
 
 def _reaped() -> list[tuple[int, int]]:
     done = []
-    while True:
-        try:
-            fork, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return done
-        if fork == 0:
-            return done
-        done.append((fork, status))
+    with contextlib.suppress(ChildProcessError):  # no child left
+        while (reaped := os.waitpid(-1, os.WNOHANG))[0]:  # 0: none has ended yet
+            done.append(reaped)
+    return done
 
 
 def _start_job(connection: socket.socket, starters: list[Any]) -> int:
