@@ -286,20 +286,10 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     cell = "gpu_check/bert-base-random/bf16/seed42"
     train_log(r, cell, "cuda", 2.5)
     log = r / "checkpoints" / cell / "train_log.jsonl"
-    phases = {
-        "interpreter_s": 10.5,
-        "imports_s": 9.0,
-        "cuda_init_s": 2.0,
-        "data_s": 3.0,
-        "model_load_s": 5.0,
-        "setup_s": 1.5,
-        "dev_s": 1.7,
-        "first_step_s": 5.0,
-        "snapshots_s": 0.4,
-        "steps_s": 3.9,
-        "writes_s": 1.0,
-        "total_s": 43.0,
-    }
+    seconds = (10.5, 9.0, 2.0, 3.0, 5.0, 1.5, 5.0, 3.9, 1.7, 0.4, 1.0, 43.0)
+    logged = "interpreter imports cuda_init data model_load setup first_step steps dev snapshots writes total"
+    shown = "interpreter,imports,CUDA,data,model,setup,1st step,steps,dev,snapshots,writes,total".split(",")
+    phases = {f"{phase}_s": s for phase, s in zip(logged.split(), seconds, strict=True)}
     start = {"warm": False, "why_cold": "starter refused: CUDA driver loaded by imports"}
     end = {"event": "end", "steps": 300, "peak_gpu_memory_gib": 2.5, "phases": phases, "start": start}
     log.write_text(log.read_text() + json.dumps(end) + "\n")
@@ -307,26 +297,9 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"))  # a log without phases: no row
     train_log(r, CL, "cpu", None)
     rows = per_training_job(read_job_costs(r))
-    assert rows == [
-        {
-            "job": f"train {cell}",
-            "start": "cold (starter refused: CUDA driver loaded by imports)",
-            "interpreter": "10.5",
-            "imports": "9.0",
-            "CUDA": "2.0",
-            "data": "3.0",
-            "model": "5.0",
-            "setup": "1.5",
-            "1st step": "5.0",
-            "steps": "3.9",
-            "dev": "1.7",
-            "snapshots": "0.4",
-            "writes": "1.0",
-            "total": "43.0",
-            "outside": "36.0",
-            "job wall": "45.2",
-        }
-    ]
+    timed = {column: str(s) for column, s in zip(shown, seconds, strict=True)}
+    start_column = {"start": "cold (starter refused: CUDA driver loaded by imports)"}
+    assert rows == [{"job": f"train {cell}", **start_column, **timed, "outside": "36.0", "job wall": "45.2"}]
     lines = cost_lines(r)
     assert "### Where the training jobs' time went" in lines
     assert any(line.startswith(f"| train {cell} | cold (starter refused") for line in lines)
