@@ -252,11 +252,7 @@ def test_a_damaged_benchmark_file_names_itself_and_the_report_leaves_it_out_and_
 
 
 def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
-    projected = {
-        "paper": {"nie2023": 2.0, "macl": 0.25},
-        "rule": {"train": 1.75},
-        "cell": {MPT: 1.25},
-    }
+    projected = {"paper": {"nie2023": 2.0, "macl": 0.25}, "rule": {"train": 1.75}, "cell": {MPT: 1.25}}
     text = "\n".join(cost_lines(results, projected, "Projected GPU-h: as the plan says."))
     assert "Projected GPU-h: as the plan says." in text
     assert "| nie2023 | 5 | 2 | 1:45:36 | 20480 | 1.55 | 2.00 |" in text

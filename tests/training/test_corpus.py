@@ -63,12 +63,11 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
 
     monkeypatch.setattr(corpus_module, "tokenize_sentences", slow_tokenize)
     results = []
-    jobs = [
-        threading.Thread(
-            target=lambda: results.append(load_tokenized_corpus(corpus, tokenizer, 32, tmp_path))
-        )
-        for _ in range(2)
-    ]
+
+    def job():
+        results.append(load_tokenized_corpus(corpus, tokenizer, 32, tmp_path))
+
+    jobs = [threading.Thread(target=job) for _ in range(2)]
     for job in jobs:
         job.start()
     for job in jobs:

@@ -313,7 +313,11 @@ def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
     """An OAR step (both calls, both passes, the backward) passes torch's CUDA sync detector."""
+    import contextlib
+
+    from contrastlab.losses import build_loss
     from contrastlab.models.vision import build_encoder
+    from contrastlab.training.vision_step import OarBatch, train_step
 
     cuda = torch.device("cuda")
     encoder = build_encoder("resnet18", stem="cifar", width=4).to(cuda)
@@ -324,30 +328,16 @@ def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
     images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8, device=cuda)
     labels = torch.randint(0, 10, (8,), device=cuda)
     views = torch.Generator(device=cuda).manual_seed(0)
-    for sync_mode in (0, "error"):  # a first pass makes the cached constants (their copy waits once)
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode(sync_mode)
-        _oar_steps(encoder, augment, images, labels, anchors, views)
-    torch.cuda.set_sync_debug_mode(0)
-
-
-def _oar_steps(encoder, augment, images, labels, anchors, views) -> None:
-    import contextlib
-
-    from contrastlab.losses import build_loss
-    from contrastlab.training.vision_step import OarBatch, train_step
-
+    options = dict(autocast=contextlib.nullcontext, memory_format=torch.channels_last, with_stats=False)
     try:
-        for calls in ("two", "one"):
-            oar = OarBatch(
-                *two_views(augment, images, views, calls), labels, anchors, 1.0, labels_checked=True
-            )
-            options = dict(
-                autocast=contextlib.nullcontext, memory_format=torch.channels_last, with_stats=False
-            )
-            v1, v2 = two_views(augment, images, views, calls)
-            train_step(
-                encoder, torch.nn.Identity(), build_loss("ntxent", tau=1.0), v1, v2, **options, oar=oar
-            )
+        for sync_mode in (0, "error"):  # a first pass makes the cached constants (their copy waits once)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode(sync_mode)
+            for calls in ("two", "one"):
+                oar_views = two_views(augment, images, views, calls)
+                oar = OarBatch(*oar_views, labels, anchors, 1.0, labels_checked=True)
+                v1, v2 = two_views(augment, images, views, calls)
+                loss_fn = build_loss("ntxent", tau=1.0)
+                train_step(encoder, torch.nn.Identity(), loss_fn, v1, v2, **options, oar=oar)
     finally:
         torch.cuda.set_sync_debug_mode(0)
