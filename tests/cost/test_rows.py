@@ -111,12 +111,7 @@ def test_the_h200_file_names_its_machine_and_what_is_measured():
     )  # fmt: skip
     assert data["measured"] is True
     # the trainer's graph rates (17.8, 52.9, 75.6 steps/s of 2.09 TFLOP; bf16 the full cell's 77.37)
-    assert data["achieved_tflops"]["sentence"] == {
-        "fp32": 37.2,
-        "tf32": 110.52,
-        "bf16": 161.73,
-        "fp16": 157.95,
-    }
+    assert data["achieved_tflops"]["sentence"] == dict(fp32=37.2, tf32=110.52, bf16=161.73, fp16=157.95)
     entries = data["measured_entries"] + data["assumed_entries"]
     assert len(set(entries)) == len(entries)  # each figure is one or the other
     for track, by in data["achieved_tflops"].items():

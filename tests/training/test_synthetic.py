@@ -201,9 +201,8 @@ def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
     assert as_configured["effective_rank"].tolist() == own["effective_rank"].tolist()
     # each override is the run of the changed settings, seed by seed
     lr = train_synthetic(dataclasses.replace(SMALL, lr=0.1, seed=1), "ntxent", False)
-    assert sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]["line_energy"].item() == round(
-        lr.line_energy, 6
-    )
+    swept = sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]
+    assert swept["line_energy"].item() == round(lr.line_energy, 6)
     points = np.loadtxt(tmp_path / "table2_figure.csv", delimiter=",", skiprows=1, usecols=(4, 5, 6))
     assert points.shape == ((2 + 4) * 120, 3)  # the first seed's runs only
     with pytest.raises(ValueError, match=r"sweep overrides fields of the study's setup, not \['seeds'\]"):
