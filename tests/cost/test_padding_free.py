@@ -126,9 +126,8 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
     assert cl_calibration.step_seconds(off, cal) == cl_calibration.step_seconds(off, flop_model_h200)
     # the ratio was measured at wiki1m's lengths: a corpus without that profile keeps the FLOP model
     unprofiled = cl_flops.CellWork(**{**work.__dict__, "token_profile": ""})
-    assert cl_calibration.step_seconds(unprofiled, cal) == pytest.approx(
-        work.step_flops / 37.2e12 + work.gather_elements * 1e-10
-    )
+    flop_model_s = work.step_flops / 37.2e12 + work.gather_elements * 1e-10
+    assert cl_calibration.step_seconds(unprofiled, cal) == pytest.approx(flop_model_s)
     path.write_text(json.dumps(data | {"padding_free_ratio": {"fp32": 0}}))
     with pytest.raises(ValueError, match="padding_free_ratio.fp32 must be"):
         cl_calibration.load_calibration(path)

@@ -106,9 +106,8 @@ def test_the_committed_gpu_bench_json_gives_the_figures_the_h200_file_quotes():
 
 def test_the_h200_file_names_its_machine_and_what_is_measured():
     data = json.loads(H200.read_text())
-    assert (data["gpu"], data["driver"], data["torch"], data["date"]) == (
-        "NVIDIA H200", "580.159.04", "2.11.0+cu130", "2026-11-26",
-    )  # fmt: skip
+    machine = ("NVIDIA H200", "580.159.04", "2.11.0+cu130", "2026-11-26")
+    assert (data["gpu"], data["driver"], data["torch"], data["date"]) == machine
     assert data["measured"] is True
     # the trainer's graph rates (17.8, 52.9, 75.6 steps/s of 2.09 TFLOP; bf16 the full cell's 77.37)
     assert data["achieved_tflops"]["sentence"] == dict(fp32=37.2, tf32=110.52, bf16=161.73, fp16=157.95)
@@ -241,9 +240,8 @@ def test_gpu_model_picks_the_measured_file_else_scales_and_says_so(monkeypatch, 
     peaks = cl_calibration.GPU_PEAKS
     h200 = cl_calibration.load_calibration(H200)
     ratio = peaks["A100"]["tf32"] / peaks["H200"]["tf32"]
-    assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(
-        h200.achieved_tflops["sentence"]["tf32"] * ratio
-    )
+    scaled = h200.achieved_tflops["sentence"]["tf32"] * ratio
+    assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(scaled)
     with pytest.raises(
         ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks here; use one of"
     ):

@@ -212,9 +212,8 @@ def test_an_older_snapshot_with_every_gpus_rng_resumes_with_its_devices(monkeypa
     assert torch.equal(one.states[0], old[0])
     two = FakeCuda(monkeypatch, gpus=2)
     st.restore_rng(rng, torch.device("cuda", 1))
-    assert torch.equal(two.states[1], old[1]) and torch.equal(
-        two.states[0], torch.full((8,), 20, dtype=torch.uint8)
-    )
+    assert torch.equal(two.states[1], old[1])
+    assert torch.equal(two.states[0], torch.full((8,), 20, dtype=torch.uint8))
     four = FakeCuda(monkeypatch, gpus=4)
     st.restore_rng(rng, torch.device("cuda", 3))  # written on a 2-GPU machine: its first GPU's
     assert torch.equal(four.states[3], old[0])
