@@ -79,8 +79,7 @@ def results(tmp_path: Path) -> Path:
     train_log(r, MACL, "cuda:0", 3.25, vision=True)
     bench(r, "train_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
     # features on the GPU, probes on the CPU
-    vision = {"scores": {}, "device": "cpu", "encoding": {"device": "cuda"}}
-    metrics(r, MACL, vision, "vision.json")
+    metrics(r, MACL, {"scores": {}, "device": "cpu", "encoding": {"device": "cuda"}}, "vision.json")
     bench(r, "encode_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
     bench(r, "evaluate_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
     bench(r, "encode_pretrained/pretrained/bert-base.tsv", (72.0, "5000"))

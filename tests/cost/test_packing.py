@@ -208,8 +208,7 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
     assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the H100 file keeps"
-    h200 = cl_calibration.calibration_for(None)
-    text = to_markdown(packing.packing_blocks(_toy_grid(), [], h200))
+    text = to_markdown(packing.packing_blocks(_toy_grid(), [], cl_calibration.calibration_for(None)))
     assert (
         "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
         "graph under MPS 1.16× with 2, 1.22× with 4; "

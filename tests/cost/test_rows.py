@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 
 import pytest
 
@@ -40,7 +41,8 @@ def test_the_shipped_files_rebuild_from_the_h200_rows_and_its_gpu_bench(shared):
     assert h100 == json.loads(H100.read_text())
     # without the bench, the rows' own figures: gpu-plan.md's inputs (see _gpu_plan_calibration)
     alone = rows.calibration_from_rows(rows.read_rows(folder), rows.H200_MACHINE)
-    assert _at(alone, GPU_PLAN_FIGURES) == GPU_PLAN_FIGURES
+    figures = {keys: functools.reduce(operator.getitem, keys, alone) for keys in GPU_PLAN_FIGURES}
+    assert figures == GPU_PLAN_FIGURES
     assert "measured_source" not in alone and h200["measured_source"].startswith("achieved_tflops.sentence")
 
 
@@ -163,13 +165,6 @@ GPU_PLAN_FIGURES = {
 }
 
 
-def _at(data, figures: dict) -> dict:
-    def step(value, key):
-        return value[key] if isinstance(value, dict) else getattr(value, key)
-
-    return {keys: functools.reduce(step, keys, data) for keys in figures}
-
-
 def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: float):
     """gpu-plan.md §1's repricing from the H200 file with its figures (:data:`GPU_PLAN_FIGURES`): OAR's
     whole-step rates (augmentation inside), ``dev`` seconds per dev evaluation (its FLOPs included),
@@ -254,8 +249,7 @@ def test_the_summary_states_totals_fp32_share_floor_and_the_8_gpu_makespan(tmp_p
     plan.plan_report(config, "config", None, tmp_path, title="config.yaml", gpu_model="H200")
     out = capsys.readouterr().out
     grid = cl_config.Grid(config)
-    cal = cl_calibration.load_calibration(H200)
-    jobs = plan.make_plan(grid, cal)
+    jobs = plan.make_plan(grid, cl_calibration.load_calibration(H200))
     works = {c.path: cl_flops.cell_work(grid, c) for c in grid.cells}
     fp32 = [w for w in works.values() if w.precision == "fp32"]
     floor = sum(w.train_flops for w in fp32) / 67e12 / 3600  # the H200's fp32 data-sheet peak

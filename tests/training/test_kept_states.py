@@ -62,12 +62,10 @@ def _image_job(vision_settings):
     out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
 
     settings = vision_settings(max_steps=6, state_every=3)
-    where = dict(out_dir=out, log_path=log, state_dir=state)
+    where = dict(out_dir=out, log_path=log, state_dir=state, data_root=None, device="cpu")
 
     def job():  # as scripts/train_vision.py runs it
-        return train_vision_cell(
-            settings, point=False, data_root=None, device="cpu", **where, keep_state=True
-        )
+        return train_vision_cell(settings, point=False, **where, keep_state=True)
 
     return job, out, log, state, "settings.json"
 

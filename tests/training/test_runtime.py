@@ -275,8 +275,7 @@ def test_image_features_are_extracted_in_ieee_fp32_and_the_callers_switches_come
 def _snapshot(tmp_path, precision: str):
     run, model, params, optimizer = _tiny_run(tmp_path, precision)
     run.begin(None, {}, {"settings": {}})
-    stateful = {"model": model, "optimizer": optimizer}
-    run.save_snapshot(2, "fingerprint", stateful, {})
+    run.save_snapshot(2, "fingerprint", {"model": model, "optimizer": optimizer}, {})
     run.wait_for_snapshot()  # written in the background
     return run
 

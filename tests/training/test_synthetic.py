@@ -170,8 +170,7 @@ def test_study_writes_identical_tables_and_a_real_figure(tmp_path):
     assert (tmp_path / "a" / "table2.csv").read_bytes() == (tmp_path / "b" / "table2.csv").read_bytes()
     png = tmp_path / "a" / "table2_figure.png"
     assert png.stat().st_size > 10_000 and (tmp_path / "a" / "table2_figure.pdf").stat().st_size > 5_000
-    pixels = matplotlib.image.imread(png)
-    assert distinct_colours(pixels[..., :3]) > 20
+    assert distinct_colours(matplotlib.image.imread(png)[..., :3]) > 20
     points = np.loadtxt(tmp_path / "a" / "table2_figure.csv", delimiter=",", skiprows=1, usecols=(4, 5, 6))
     assert points.shape == ((2 + 4) * 120, 3)  # the input twice, then every run's embeddings
     with pytest.raises(ValueError, match="unknown oar_synthetic setting"):

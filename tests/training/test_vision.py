@@ -56,8 +56,7 @@ def test_log_and_encoder(reference, vision_settings):
     folder = reference()
     records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     assert [r["event"] for r in records][0] == "start" and records[-1]["event"] == "end"
-    steps = [r["step"] for r in records if r["event"] == "train"]
-    assert steps == list(range(3, 25, 3))
+    assert [r["step"] for r in records if r["event"] == "train"] == list(range(3, 25, 3))
     train = [r for r in records if r["event"] == "train"]
     assert all(r["stats"]["tau_a"] > 0 and 0 < r["images_per_s"] for r in train)
     assert records[0]["steps_per_epoch"] == 1437 // 32 and records[0]["effective_lr"] == 1e-3
@@ -149,8 +148,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
         return [{k: v for k, v in r.items() if k not in ("steps_per_s", "images_per_s")} for r in keep]
 
     assert without_timing(tmp_path / "train_log.jsonl") == without_timing(straight / "train_log.jsonl")
-    log = (tmp_path / "train_log.jsonl").read_text()
-    assert '"event": "resume"' in log
+    assert '"event": "resume"' in (tmp_path / "train_log.jsonl").read_text()
     cell_name = {"oar": " (OAR cell)", "channels_last": " (channels-last)"}.get(seed, "")
     observed(f"killed after step {kill_at}{cell_name}; resumed; encoder weights and log equal")
 
