@@ -9,13 +9,18 @@ import json
 import re
 
 import pytest
+import torch
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan, rows
 from contrastlab.cost.schedule import schedule_blocks
+from contrastlab.data.images import validation_split
 from contrastlab.paths import REPO_ROOT
+from contrastlab.training import vision
+from contrastlab.training.capture import for_device
+from contrastlab.training.vision import VisionTrainSettings
 from tests.cost.common import H100, H200, config_grid, config_yaml, planned
 from tests.cost.test_plan import _toy_work
 
@@ -133,8 +138,6 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
 def _digits_cell(method: str = "infonce", **training):
     """The demo's OAR experiment alone (digits; batch 64, 2 epochs, 20% held out), its ``training``
     updated, and the cell of ``method`` at lr 0.01: (grid, cell, its settings as the trainer gets them)."""
-    from contrastlab.training.vision import VisionTrainSettings
-
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     oar = config["experiments"]["oar_cifar10"]
     oar["training"].update(training)
@@ -151,12 +154,6 @@ def _digits_cell(method: str = "infonce", **training):
 def _trainer_counts(s) -> tuple[int, int, int, bool]:
     """What the trainer itself computes for settings ``s`` on digits: (training images, steps per
     epoch, total steps, whether a CUDA run captures its step), from its own functions."""
-    import torch
-
-    from contrastlab.data.images import validation_split
-    from contrastlab.training import vision
-    from contrastlab.training.capture import for_device
-
     n_train = 1437 - (len(validation_split(1437, s.val_fraction, s.seed)) if s.val_fraction else 0)
     per_epoch = vision._steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else per_epoch * s.epochs  # vision._train's rule

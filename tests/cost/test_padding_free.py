@@ -11,6 +11,7 @@ import pytest
 from contrastlab.cost import backbones
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
+from contrastlab.models.packed import padding_free_default
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import resolve
 from tests.cost.common import H200, MACL, NIE, config_totals, config_work
@@ -52,8 +53,6 @@ def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
 
 
 def test_the_rule_is_the_trainers_default_and_an_explicit_setting_wins():
-    from contrastlab.models.packed import padding_free_default
-
     rule = cl_flops.padding_free_for
     for precision in ("fp32", "tf32", "bf16", "fp16", "auto", None):
         for model_type in ("bert", "roberta", "distilbert", ""):

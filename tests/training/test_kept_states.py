@@ -13,7 +13,9 @@ import pytest
 
 from contrastlab.training import loop
 from contrastlab.training import state as st
+from contrastlab.training.cells import train_cell, train_vision_cell
 from contrastlab.workflow.finished import forget_finished_states, marked_incomplete
+from tests.training.conftest import TINY_SENTENCE
 
 
 def _mark_incomplete(output: str) -> Path:
@@ -41,9 +43,6 @@ def _no_training_step(monkeypatch):
 
 
 def _sentence_job(tmp_path, sentence_data):
-    from contrastlab.training.cells import train_cell
-    from tests.training.conftest import TINY_SENTENCE
-
     cell = Path("results", "checkpoints", "nie2023", "tiny-bert", "cl", "seed42")
     out, log, state = cell / "model", cell / "train_log.jsonl", Path("results", "state", "train", "cl")
     settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
@@ -56,8 +55,6 @@ def _sentence_job(tmp_path, sentence_data):
 
 
 def _image_job(vision_settings):
-    from contrastlab.training.cells import train_vision_cell
-
     cell = Path("results", "checkpoints", "macl_cifar10", "resnet18-w4", "ntxent", "seed42")
     out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
 

@@ -13,7 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from contrastlab.models.packed import PaddingFree
 from contrastlab.training import sentence
+from contrastlab.training.dev import DevEvaluator
 from contrastlab.training.sentence import LATER_DEFAULTS, TrainSettings
 from contrastlab.training.settings import fingerprint_settings
 
@@ -137,9 +139,6 @@ def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(
     """The padding-free encoder gives the dev evaluation's embeddings within rounding and the same scores."""
     from transformers import AutoTokenizer
 
-    from contrastlab.models.packed import PaddingFree
-    from contrastlab.training.dev import DevEvaluator
-
     model = sentence._load_model(tiny_bert, 0.1).eval()
     evaluator = DevEvaluator(
         senteval_dir, "STSBenchmark", AutoTokenizer.from_pretrained(tiny_bert), torch.device("cpu")
@@ -154,8 +153,6 @@ def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(
 def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monkeypatch):
     """A padding-free step keeps its mask on the host and runs on the meta device; a padded one's moves."""
     from transformers import BertConfig, BertModel
-
-    from contrastlab.models.packed import PaddingFree
 
     def loss_fn(h1, h2, with_stats):
         return SimpleNamespace(loss=(h1 * h2).sum())

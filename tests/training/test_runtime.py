@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from contrastlab.config import load_schema
+from contrastlab.cost import flops
+from contrastlab.evaluation.vision import extract_features
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.precision import CHOICES, fp32_mode_now, set_fp32_mode
@@ -256,8 +258,6 @@ class _RecordsFp32Mode(torch.nn.Module):
 
 
 def test_image_features_are_extracted_in_ieee_fp32_and_the_callers_switches_come_back():
-    from contrastlab.evaluation.vision import extract_features
-
     encoder = _RecordsFp32Mode()
     set_fp32_mode("tf32")  # e.g. left on by a tf32 training step, or cuDNN's own TF32 default
     try:
@@ -332,8 +332,6 @@ def test_snapshots_are_due_by_steps_and_or_by_minutes():
 
 
 def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
-    from contrastlab.cost import flops
-
     schema = load_schema()
     defs = schema["$defs"]
     assert defs["training"]["properties"]["precision"]["enum"] == list(CHOICES)

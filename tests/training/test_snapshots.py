@@ -13,6 +13,8 @@ import torch
 
 from contrastlab.training import state as st
 from contrastlab.training.runtime import TrainingRun
+from contrastlab.training.sentence import _load_model
+from contrastlab.training.sentence_select import save_checkpoint
 from contrastlab.training.snapshots import HostBuffers, SnapshotWriter
 
 
@@ -94,9 +96,6 @@ def test_a_run_stopped_by_an_error_leaves_the_snapshot_it_started(tmp_path, monk
 def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(tmp_path, tiny_bert):
     """The kept copy, written later, gives the model's own save at that step byte for byte."""
     from transformers import AutoTokenizer
-
-    from contrastlab.training.sentence import _load_model
-    from contrastlab.training.sentence_select import save_checkpoint
 
     model, tokenizer = _load_model(tiny_bert, 0.1), AutoTokenizer.from_pretrained(tiny_bert)
     with torch.no_grad():

@@ -3,6 +3,7 @@ non-finite losses, settings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -11,7 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from contrastlab.losses import build_loss
 from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.models.vision import build_encoder
+from contrastlab.precision import fp32_mode_now, set_fp32_mode
+from contrastlab.training import runtime
 from contrastlab.training import vision as trainer
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.vision import (
@@ -21,6 +26,7 @@ from contrastlab.training.vision import (
     load_weights,
     two_views,
 )
+from contrastlab.training.vision_step import OarBatch, train_step
 from tests import forked
 from tests.training.conftest import poison_loss
 
@@ -221,9 +227,6 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
     tmp_path, monkeypatch, vision_settings, train_image
 ):
     """Validation: IEEE fp32 without autocast; OAR's blur: the step's precision from the first step."""
-    from contrastlab.precision import fp32_mode_now, set_fp32_mode
-    from contrastlab.training import runtime
-
     monkeypatch.setattr(runtime.Precision, "fp32_mode", property(lambda self: "tf32"))
     seen: dict[bool, set] = {True: set(), False: set()}  # encoder.training -> (fp32 mode, autocast)
     build, draw = trainer._build, trainer.OarBatches.batch
@@ -311,12 +314,6 @@ def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
     """An OAR step (both calls, both passes, the backward) passes torch's CUDA sync detector."""
-    import contextlib
-
-    from contrastlab.losses import build_loss
-    from contrastlab.models.vision import build_encoder
-    from contrastlab.training.vision_step import OarBatch, train_step
-
     cuda = torch.device("cuda")
     encoder = build_encoder("resnet18", stem="cifar", width=4).to(cuda)
     anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0)).to(
