@@ -33,16 +33,6 @@ from tests.training.conftest import poison_loss
 RUNNER = Path(__file__).with_name("_run_vision.py")
 
 
-def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
-    """Train a cell in a process of its own (forked: tests/forked.py), which SIGKILLs itself after
-    optimiser step ``kill_at``; its exit code (-9)."""
-    process = forked.run_script(
-        RUNNER, [json.dumps(settings), str(workdir), str(kill_at)], workdir / "run.log"
-    )
-    process.join(timeout=300)
-    return process.exitcode
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, vision_settings, train_image):
     """``reference(name)``: the folder of the tiny cell with :data:`CELLS` ``[name]``'s overrides, trained
@@ -141,8 +131,11 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
     cell, straight = vision_settings(**CELLS[name]), reference(name)
     kill_at = {"oar": (8, 40), "channels_last": (5, 10)}.get(seed, (6, 22))
     kill_at = random.Random(seed).randint(*kill_at)
-    # Only the killed run needs its own interpreter; the resume and the references run in-process.
-    assert run_until_killed(cell, tmp_path, kill_at) == -9
+    # Only the killed run needs its own interpreter (forked: tests/forked.py), which SIGKILLs itself after
+    # optimiser step kill_at; the resume and the references run in-process.
+    killed = forked.run_script(RUNNER, [json.dumps(cell), str(tmp_path), str(kill_at)], tmp_path / "run.log")
+    killed.join(timeout=300)
+    assert killed.exitcode == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
     train_image(cell, tmp_path)
     got, expected = load_weights(tmp_path / "encoder"), load_weights(straight / "encoder")
