@@ -56,12 +56,6 @@ def _dtypes_of(*modules: torch.nn.Module):
             handle.remove()
 
 
-@pytest.fixture(scope="module")
-def sentence_parts(tiny_bert, tokenized):
-    tokenizer, cached = tokenized
-    return tiny_bert, [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
-
-
 def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dropout=0.0):
     """One training step from the same seeded weights; returns (loss output, h1, encoder/head dtypes)."""
     torch.manual_seed(0)
@@ -74,8 +68,9 @@ def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dr
     return out, h1, encoder_dtypes, head_dtypes
 
 
-def test_bf16_sentence_step_runs_the_encoder_in_bf16_and_head_and_loss_in_fp32(sentence_parts):
-    tiny_bert, chunks = sentence_parts
+def test_bf16_sentence_step_runs_the_encoder_in_bf16_and_head_and_loss_in_fp32(tiny_bert, tokenized):
+    tokenizer, cached = tokenized
+    chunks = [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
     ref, _, ref_encoder, _ = _sentence_step(tiny_bert, chunks, "fp32")
     out, h1, encoder, head = _sentence_step(tiny_bert, chunks, "bf16")
     assert set(ref_encoder.values()) == {torch.float32}
