@@ -35,19 +35,15 @@ def test_the_host_copy_is_the_state_at_the_step_and_reuses_its_buffers():
     assert torch.equal(grown["best"]["w"], torch.ones(4))
 
 
-def _tiny_run(tmp_path) -> tuple[TrainingRun, dict]:
+def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
+    """Training goes on during the write; the file holds the snapshot step's weights, then ``after`` runs."""
     run = TrainingRun(tmp_path / "state", device="cpu", precision="fp32", state_every=2, progress=False)
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()
     run.begin(None, {}, {"settings": {}})
-    return run, {"model": model, "optimizer": optimizer}
-
-
-def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
-    """Training goes on during the write; the file holds the snapshot step's weights, then ``after`` runs."""
-    run, stateful = _tiny_run(tmp_path)
+    stateful = {"model": model, "optimizer": optimizer}
     release, events = threading.Event(), []
     real_save_state = st.save_state
 
