@@ -182,27 +182,22 @@ def test_the_demos_image_cells_by_hand():
     assert (oar.steps, oar.step_images, oar.graphed) == (34, 2 * 64 + 2 * 64, False)
 
 
-@pytest.mark.parametrize(
-    ("training", "counts"),
-    [
-        # 1,150 = 23 × 50: every batch full, one shape, captured (all 1,437 images would leave 37 over)
-        ({"drop_last": False, "batch_size": 50}, (1150, 23, 46, True)),
-        # 1,150 = 19 × 60 + 10: a last batch of 10, another shape, eager
-        ({"drop_last": False, "batch_size": 60}, (1150, 20, 40, False)),
-        # a tenth held out: int(143.7) = 143, 1,294 left, 20 full batches of 64 (14 over)
-        ({"val_fraction": 0.1}, (1294, 20, 40, True)),
-        # max_steps past the epochs: the trainer runs them all (it is the total, not a cap on the epochs)
-        ({"max_steps": 50}, (1150, 17, 50, True)),
-        ({"max_steps": 25}, (1150, 17, 25, True)),
-    ],
-    ids=[
-        "divides-after-the-split",
-        "last-batch-of-10",
-        "tenth-held-out",
-        "max-steps-past",
-        "max-steps-within",
-    ],
-)
+#: Uneven splits: the training settings and the trainer's (training images, steps per epoch, total steps,
+#: whether a CUDA run captures its step).
+UNEVEN = {
+    # 1,150 = 23 × 50: every batch full, one shape, captured (all 1,437 images would leave 37 over)
+    "divides-after-the-split": ({"drop_last": False, "batch_size": 50}, (1150, 23, 46, True)),
+    # 1,150 = 19 × 60 + 10: a last batch of 10, another shape, eager
+    "last-batch-of-10": ({"drop_last": False, "batch_size": 60}, (1150, 20, 40, False)),
+    # a tenth held out: int(143.7) = 143, 1,294 left, 20 full batches of 64 (14 over)
+    "tenth-held-out": ({"val_fraction": 0.1}, (1294, 20, 40, True)),
+    # max_steps past the epochs: the trainer runs them all (it is the total, not a cap on the epochs)
+    "max-steps-past": ({"max_steps": 50}, (1150, 17, 50, True)),
+    "max-steps-within": ({"max_steps": 25}, (1150, 17, 25, True)),
+}
+
+
+@pytest.mark.parametrize(("training", "counts"), list(UNEVEN.values()), ids=list(UNEVEN))
 def test_uneven_image_splits_are_planned_as_the_trainer_runs_them(training, counts):
     """The plan's steps, validations and graph decision equal the trainer's on splits that do not divide:
     the validations are one per epoch begun (the trainer validates at every epoch's end and at the last
