@@ -128,9 +128,8 @@ def test_precision_auto_is_priced_as_the_card_resolves_it(card, native):
     oar = cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr0.01", 42)
     work, image = cl_flops.cell_work(grid, NIE), cl_flops.cell_work(grid, oar)
     assert cards.native_bf16(card) is native
-    assert (work.precision, work.padding_free, work.graphed) == (
-        ("bf16", False, True) if native else ("fp32", True, False)
-    )
+    modes = ("bf16", False, True) if native else ("fp32", True, False)
+    assert (work.precision, work.padding_free, work.graphed) == modes
     assert image.precision == ("bf16" if native else "fp32")
     said = any("The V100 has no native bf16" in p.text for p in plan.step_mode_blocks(grid))
     assert said is not native

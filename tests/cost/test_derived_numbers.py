@@ -9,13 +9,18 @@ import json
 import re
 
 import pytest
+import torch
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan, rows
 from contrastlab.cost.schedule import schedule_blocks
+from contrastlab.data.images import validation_split
 from contrastlab.paths import REPO_ROOT
+from contrastlab.training import vision
+from contrastlab.training.capture import for_device
+from contrastlab.training.vision import VisionTrainSettings
 from tests.cost.common import H100, H200, config_grid, config_yaml, planned
 from tests.cost.test_plan import _toy_work
 
@@ -133,8 +138,6 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
 def _digits_cell(method: str = "infonce", **training):
     """The demo's OAR experiment alone (digits; batch 64, 2 epochs, 20% held out), its ``training``
     updated, and the cell of ``method`` at lr 0.01: (grid, cell, its settings as the trainer gets them)."""
-    from contrastlab.training.vision import VisionTrainSettings
-
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     oar = config["experiments"]["oar_cifar10"]
     oar["training"].update(training)
@@ -151,12 +154,6 @@ def _digits_cell(method: str = "infonce", **training):
 def _trainer_counts(s) -> tuple[int, int, int, bool]:
     """What the trainer itself computes for settings ``s`` on digits: (training images, steps per
     epoch, total steps, whether a CUDA run captures its step), from its own functions."""
-    import torch
-
-    from contrastlab.data.images import validation_split
-    from contrastlab.training import vision
-    from contrastlab.training.capture import for_device
-
     n_train = 1437 - (len(validation_split(1437, s.val_fraction, s.seed)) if s.val_fraction else 0)
     per_epoch = vision._steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else per_epoch * s.epochs  # vision.train_vision's rule
@@ -185,27 +182,22 @@ def test_the_demos_image_cells_by_hand():
     assert (oar.steps, oar.step_images, oar.graphed) == (34, 2 * 64 + 2 * 64, False)
 
 
-@pytest.mark.parametrize(
-    ("training", "counts"),
-    [
-        # 1,150 = 23 × 50: every batch full, one shape, captured (all 1,437 images would leave 37 over)
-        ({"drop_last": False, "batch_size": 50}, (1150, 23, 46, True)),
-        # 1,150 = 19 × 60 + 10: a last batch of 10, another shape, eager
-        ({"drop_last": False, "batch_size": 60}, (1150, 20, 40, False)),
-        # a tenth held out: int(143.7) = 143, 1,294 left, 20 full batches of 64 (14 over)
-        ({"val_fraction": 0.1}, (1294, 20, 40, True)),
-        # max_steps past the epochs: the trainer runs them all (it is the total, not a cap on the epochs)
-        ({"max_steps": 50}, (1150, 17, 50, True)),
-        ({"max_steps": 25}, (1150, 17, 25, True)),
-    ],
-    ids=[
-        "divides-after-the-split",
-        "last-batch-of-10",
-        "tenth-held-out",
-        "max-steps-past",
-        "max-steps-within",
-    ],
-)
+#: Uneven splits: the training settings and the trainer's (training images, steps per epoch, total steps,
+#: whether a CUDA run captures its step).
+UNEVEN = {
+    # 1,150 = 23 × 50: every batch full, one shape, captured (all 1,437 images would leave 37 over)
+    "divides-after-the-split": ({"drop_last": False, "batch_size": 50}, (1150, 23, 46, True)),
+    # 1,150 = 19 × 60 + 10: a last batch of 10, another shape, eager
+    "last-batch-of-10": ({"drop_last": False, "batch_size": 60}, (1150, 20, 40, False)),
+    # a tenth held out: int(143.7) = 143, 1,294 left, 20 full batches of 64 (14 over)
+    "tenth-held-out": ({"val_fraction": 0.1}, (1294, 20, 40, True)),
+    # max_steps past the epochs: the trainer runs them all (it is the total, not a cap on the epochs)
+    "max-steps-past": ({"max_steps": 50}, (1150, 17, 50, True)),
+    "max-steps-within": ({"max_steps": 25}, (1150, 17, 25, True)),
+}
+
+
+@pytest.mark.parametrize(("training", "counts"), list(UNEVEN.values()), ids=list(UNEVEN))
 def test_uneven_image_splits_are_planned_as_the_trainer_runs_them(training, counts):
     """The plan's steps, validations and graph decision equal the trainer's on splits that do not divide:
     the validations are one per epoch begun (the trainer validates at every epoch's end and at the last

@@ -79,8 +79,7 @@ def results(tmp_path: Path) -> Path:
     train_log(r, MACL, "cuda:0", 3.25, vision=True)
     bench(r, "train_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
     # features on the GPU, probes on the CPU
-    vision = {"scores": {}, "device": "cpu", "encoding": {"device": "cuda"}}
-    metrics(r, MACL, vision, "vision.json")
+    metrics(r, MACL, {"scores": {}, "device": "cpu", "encoding": {"device": "cuda"}}, "vision.json")
     bench(r, "encode_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
     bench(r, "evaluate_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
     bench(r, "encode_pretrained/pretrained/bert-base.tsv", (72.0, "5000"))
@@ -216,9 +215,8 @@ def test_migrate_benchmarks_moves_an_older_runs_files_to_their_rules_folders(res
         (root / old).parent.mkdir(parents=True, exist_ok=True)
         (root / new).rename(root / old)
     moves = migrate_benchmarks(results)
-    assert sorted((str(a.relative_to(root)), str(b.relative_to(root))) for a, b in moves) == sorted(
-        (old, new) for new, old in BEFORE_RULE_FOLDERS.items()
-    )
+    moved = sorted((str(a.relative_to(root)), str(b.relative_to(root))) for a, b in moves)
+    assert moved == sorted((old, new) for new, old in BEFORE_RULE_FOLDERS.items())
     assert read_job_costs(results) == expected  # the sentence cells' train/, encode/, evaluate/ stay
     assert migrate_benchmarks(results) == []
 
@@ -252,19 +250,13 @@ def test_a_damaged_benchmark_file_names_itself_and_the_report_leaves_it_out_and_
 
 
 def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
-    projected = {
-        "paper": {"nie2023": 2.0, "macl": 0.25},
-        "rule": {"train": 1.75},
-        "cell": {MPT: 1.25},
-    }
+    projected = {"paper": {"nie2023": 2.0, "macl": 0.25}, "rule": {"train": 1.75}, "cell": {MPT: 1.25}}
     text = "\n".join(cost_lines(results, projected, "Projected GPU-h: as the plan says."))
     assert "Projected GPU-h: as the plan says." in text
     assert "| nie2023 | 5 | 2 | 1:45:36 | 20480 | 1.55 | 2.00 |" in text
     assert "| train | 2 | 1:32:00 | 0:46:00 | 20480 | 1.50 | 1.75 |" in text
     assert "| evaluate | 1 | 0:10:00 | 0:10:00 | 8000 | — | — |" in text  # no projection for the rule
-    assert (
-        "| nie2023/bert-base/mpt/seed42 | 1:30:00 | 0:03:00 | 0:10:00 | 20480 | 11.5 | 1.55 | 1.25 |" in text
-    )
+    assert f"| {MPT} | 1:30:00 | 0:03:00 | 0:10:00 | 20480 | 11.5 | 1.55 | 1.25 |" in text
     # before any job ran: the projection alone
     alone = "\n".join(cost_lines(results / "nothing", projected))
     assert "### Projected, per paper" in alone and "| nie2023 | 2.00 |" in alone
@@ -286,20 +278,10 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     cell = "gpu_check/bert-base-random/bf16/seed42"
     train_log(r, cell, "cuda", 2.5)
     log = r / "checkpoints" / cell / "train_log.jsonl"
-    phases = {
-        "interpreter_s": 10.5,
-        "imports_s": 9.0,
-        "cuda_init_s": 2.0,
-        "data_s": 3.0,
-        "model_load_s": 5.0,
-        "setup_s": 1.5,
-        "dev_s": 1.7,
-        "first_step_s": 5.0,
-        "snapshots_s": 0.4,
-        "steps_s": 3.9,
-        "writes_s": 1.0,
-        "total_s": 43.0,
-    }
+    seconds = (10.5, 9.0, 2.0, 3.0, 5.0, 1.5, 5.0, 3.9, 1.7, 0.4, 1.0, 43.0)
+    logged = "interpreter imports cuda_init data model_load setup first_step steps dev snapshots writes total"
+    shown = "interpreter,imports,CUDA,data,model,setup,1st step,steps,dev,snapshots,writes,total".split(",")
+    phases = {f"{phase}_s": s for phase, s in zip(logged.split(), seconds, strict=True)}
     start = {"warm": False, "why_cold": "starter refused: CUDA driver loaded by imports"}
     end = {"event": "end", "steps": 300, "peak_gpu_memory_gib": 2.5, "phases": phases, "start": start}
     log.write_text(log.read_text() + json.dumps(end) + "\n")
@@ -307,26 +289,9 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"))  # a log without phases: no row
     train_log(r, CL, "cpu", None)
     rows = per_training_job(read_job_costs(r))
-    assert rows == [
-        {
-            "job": f"train {cell}",
-            "start": "cold (starter refused: CUDA driver loaded by imports)",
-            "interpreter": "10.5",
-            "imports": "9.0",
-            "CUDA": "2.0",
-            "data": "3.0",
-            "model": "5.0",
-            "setup": "1.5",
-            "1st step": "5.0",
-            "steps": "3.9",
-            "dev": "1.7",
-            "snapshots": "0.4",
-            "writes": "1.0",
-            "total": "43.0",
-            "outside": "36.0",
-            "job wall": "45.2",
-        }
-    ]
+    timed = {column: str(s) for column, s in zip(shown, seconds, strict=True)}
+    start_column = {"start": "cold (starter refused: CUDA driver loaded by imports)"}
+    assert rows == [{"job": f"train {cell}", **start_column, **timed, "outside": "36.0", "job wall": "45.2"}]
     lines = cost_lines(r)
     assert "### Where the training jobs' time went" in lines
     assert any(line.startswith(f"| train {cell} | cold (starter refused") for line in lines)

@@ -208,8 +208,7 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
     assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the H100 file keeps"
-    h200 = cl_calibration.calibration_for(None)
-    text = to_markdown(packing.packing_blocks(_toy_grid(), [], h200))
+    text = to_markdown(packing.packing_blocks(_toy_grid(), [], cl_calibration.calibration_for(None)))
     assert (
         "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
         "graph under MPS 1.16× with 2, 1.22× with 4; "
@@ -272,14 +271,8 @@ def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices()
         modes[cell.method] = (
             "padding-free" if decided.padding_free else "graph" if decided.cuda_graph else "eager"
         )
-    assert modes == {
-        "fp32": "padding-free",
-        "tf32": "graph",
-        "bf16": "graph",
-        "fp16": "graph",
-        "macl": "graph",
-        "oar_infonce": "eager",
-    }
+    graphed = dict.fromkeys(("tf32", "bf16", "fp16", "macl"), "graph")
+    assert modes == {"fp32": "padding-free", **graphed, "oar_infonce": "eager"}
     # what the check packs: the fp32 and bf16 sentence cells and MACL at the smallest and the largest
     # batch of MACL's image cells, each copy with its cell's settings
     series = gpu_check.packing_series(grid, "cuda", warmup=10, state_dir=REPO_ROOT / "unused")

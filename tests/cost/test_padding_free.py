@@ -11,6 +11,7 @@ import pytest
 from contrastlab.cost import backbones
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
+from contrastlab.models.packed import padding_free_default
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import resolve
 from tests.cost.common import H200, MACL, NIE, config_totals, config_work
@@ -52,8 +53,6 @@ def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
 
 
 def test_the_rule_is_the_trainers_default_and_an_explicit_setting_wins():
-    from contrastlab.models.packed import padding_free_default
-
     rule = cl_flops.padding_free_for
     for precision in ("fp32", "tf32", "bf16", "fp16", "auto", None):
         for model_type in ("bert", "roberta", "distilbert", ""):
@@ -126,9 +125,8 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
     assert cl_calibration.step_seconds(off, cal) == cl_calibration.step_seconds(off, flop_model_h200)
     # the ratio was measured at wiki1m's lengths: a corpus without that profile keeps the FLOP model
     unprofiled = cl_flops.CellWork(**{**work.__dict__, "token_profile": ""})
-    assert cl_calibration.step_seconds(unprofiled, cal) == pytest.approx(
-        work.step_flops / 37.2e12 + work.gather_elements * 1e-10
-    )
+    flop_model_s = work.step_flops / 37.2e12 + work.gather_elements * 1e-10
+    assert cl_calibration.step_seconds(unprofiled, cal) == pytest.approx(flop_model_s)
     path.write_text(json.dumps(data | {"padding_free_ratio": {"fp32": 0}}))
     with pytest.raises(ValueError, match="padding_free_ratio.fp32 must be"):
         cl_calibration.load_calibration(path)

@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 
+import contrastlab
 from contrastlab import config as cl_config
 from contrastlab.cost import backbones, budget, cards, plan
 from contrastlab.cost import calibration as cl_calibration
@@ -42,8 +43,6 @@ def _room(frame) -> str | None:
 def _cold() -> None:
     """Every contrastlab module imported (the walk reads no import) and every cache emptied (a cached
     answer would hide the function behind it)."""
-    import contrastlab
-
     for info in pkgutil.walk_packages(contrastlab.__path__, "contrastlab."):
         module = importlib.import_module(info.name)
         for value in list(vars(module).values()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 
 import pytest
 
@@ -40,7 +41,8 @@ def test_the_shipped_files_rebuild_from_the_h200_rows_and_its_gpu_bench(shared):
     assert h100 == json.loads(H100.read_text())
     # without the bench, the rows' own figures: gpu-plan.md's inputs (see _gpu_plan_calibration)
     alone = rows.calibration_from_rows(rows.read_rows(folder), rows.H200_MACHINE)
-    assert _at(alone, GPU_PLAN_FIGURES) == GPU_PLAN_FIGURES
+    figures = {keys: functools.reduce(operator.getitem, keys, alone) for keys in GPU_PLAN_FIGURES}
+    assert figures == GPU_PLAN_FIGURES
     assert "measured_source" not in alone and h200["measured_source"].startswith("achieved_tflops.sentence")
 
 
@@ -106,17 +108,11 @@ def test_the_committed_gpu_bench_json_gives_the_figures_the_h200_file_quotes():
 
 def test_the_h200_file_names_its_machine_and_what_is_measured():
     data = json.loads(H200.read_text())
-    assert (data["gpu"], data["driver"], data["torch"], data["date"]) == (
-        "NVIDIA H200", "580.159.04", "2.11.0+cu130", "2026-11-26",
-    )  # fmt: skip
+    machine = ("NVIDIA H200", "580.159.04", "2.11.0+cu130", "2026-11-26")
+    assert (data["gpu"], data["driver"], data["torch"], data["date"]) == machine
     assert data["measured"] is True
     # the trainer's graph rates (17.8, 52.9, 75.6 steps/s of 2.09 TFLOP; bf16 the full cell's 77.37)
-    assert data["achieved_tflops"]["sentence"] == {
-        "fp32": 37.2,
-        "tf32": 110.52,
-        "bf16": 161.73,
-        "fp16": 157.95,
-    }
+    assert data["achieved_tflops"]["sentence"] == dict(fp32=37.2, tf32=110.52, bf16=161.73, fp16=157.95)
     entries = data["measured_entries"] + data["assumed_entries"]
     assert len(set(entries)) == len(entries)  # each figure is one or the other
     for track, by in data["achieved_tflops"].items():
@@ -167,13 +163,6 @@ GPU_PLAN_FIGURES = {
     ("achieved_tflops", "vision", "fp32"): 30.26,
     ("overheads_s", "vision_launch"): 2.175e-05,
 }
-
-
-def _at(data, figures: dict) -> dict:
-    def step(value, key):
-        return value[key] if isinstance(value, dict) else getattr(value, key)
-
-    return {keys: functools.reduce(step, keys, data) for keys in figures}
 
 
 def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: float):
@@ -246,9 +235,8 @@ def test_gpu_model_picks_the_measured_file_else_scales_and_says_so(monkeypatch, 
     peaks = cl_calibration.GPU_PEAKS
     h200 = cl_calibration.load_calibration(H200)
     ratio = peaks["A100"]["tf32"] / peaks["H200"]["tf32"]
-    assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(
-        h200.achieved_tflops["sentence"]["tf32"] * ratio
-    )
+    scaled = h200.achieved_tflops["sentence"]["tf32"] * ratio
+    assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(scaled)
     with pytest.raises(
         ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks here; use one of"
     ):
@@ -261,8 +249,7 @@ def test_the_summary_states_totals_fp32_share_floor_and_the_8_gpu_makespan(tmp_p
     plan.plan_report(config, "config", None, tmp_path, title="config.yaml", gpu_model="H200")
     out = capsys.readouterr().out
     grid = cl_config.Grid(config)
-    cal = cl_calibration.load_calibration(H200)
-    jobs = plan.make_plan(grid, cal)
+    jobs = plan.make_plan(grid, cl_calibration.load_calibration(H200))
     works = {c.path: cl_flops.cell_work(grid, c) for c in grid.cells}
     fp32 = [w for w in works.values() if w.precision == "fp32"]
     floor = sum(w.train_flops for w in fp32) / 67e12 / 3600  # the H200's fp32 data-sheet peak

@@ -10,7 +10,7 @@ import pytest
 
 from contrastlab import search as S
 from contrastlab.evaluation.vision import DIVERGED_KEY, evaluate_features, job_features
-from contrastlab.training import cells
+from contrastlab.training import cells, vision
 from contrastlab.training.runtime import NonFiniteLossError
 from tests.training.conftest import poison_loss
 
@@ -115,8 +115,6 @@ def train_image(tmp: Path, settings: dict, *, point: bool) -> str:
 
 
 def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, monkeypatch, vision_settings):
-    from contrastlab.training import vision
-
     poison_loss(monkeypatch, vision, 2)  # a rate too large, without the minutes to reach it
     settings = vision_settings(max_steps=4, log_every=2, state_every=2)
     assert train_image(tmp_path, settings, point=True) == "diverged"

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
 import numpy as np
 import pytest
 
+from contrastlab.paths import REPO_ROOT
+from contrastlab.training import corpus as corpus_module
 from contrastlab.training.corpus import load_tokenized_corpus, read_sentences
 
 
@@ -42,12 +54,6 @@ def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, toke
 
 def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, tokenizer, monkeypatch):
     """Where ``flock`` fails with ENOSYS (Lustre, some NFS) a soft lock still tokenises the cache once."""
-    import errno
-    import fcntl
-    import threading
-    import time
-
-    from contrastlab.training import corpus as corpus_module
 
     def no_flock(*args, **kwargs):
         raise OSError(errno.ENOSYS, "Function not implemented")
@@ -63,12 +69,11 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
 
     monkeypatch.setattr(corpus_module, "tokenize_sentences", slow_tokenize)
     results = []
-    jobs = [
-        threading.Thread(
-            target=lambda: results.append(load_tokenized_corpus(corpus, tokenizer, 32, tmp_path))
-        )
-        for _ in range(2)
-    ]
+
+    def job():
+        results.append(load_tokenized_corpus(corpus, tokenizer, 32, tmp_path))
+
+    jobs = [threading.Thread(target=job) for _ in range(2)]
     for job in jobs:
         job.start()
     for job in jobs:
@@ -105,12 +110,6 @@ def _train_jobs(tmp_path, corpus, marker, tiny_bert, senteval_dir, cut: str):
     """scripts/train.py run as the workflow's train job of a 2-step cell with the corpus ``marker``, in
     forks of one process: on ``corpus`` as it is (into ``model``; its sha256s of the corpus counted into
     ``hashed.txt``), then, after ``corpus`` is rewritten to ``cut``, into ``model2``."""
-    import subprocess
-    import sys
-    import textwrap
-
-    from contrastlab.paths import REPO_ROOT
-
     driver = textwrap.dedent(
         f"""
         import os
@@ -178,9 +177,6 @@ def test_a_train_job_hashes_its_corpus_once_and_refuses_one_changed_since_its_ma
     tmp_path, tiny_bert, senteval_dir, observed
 ):
     """One digest serves the marker check and the cache key; a corpus changed since is refused in one line."""
-    import hashlib
-    import json
-
     corpus, marker = tmp_path / "corpus.txt", tmp_path / "results" / "state" / "data" / "corpus.ready.json"
     recorded, cut = hashlib.sha256(CORPUS.encode()).hexdigest(), CORPUS[: len(CORPUS) // 2]
     marker.parent.mkdir(parents=True)

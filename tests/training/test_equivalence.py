@@ -23,15 +23,11 @@ def _tiny():
     return BertModel(config).train(), head.train()
 
 
-@pytest.fixture(scope="module")
-def batches():
+def test_two_eager_runs_on_a_cpu_are_bit_equal_and_a_seed_changes_them():
     g = torch.Generator().manual_seed(1)
-    return [
+    batches = [
         (torch.randint(5, 200, (8, 16), generator=g), torch.ones(8, 16, dtype=torch.long)) for _ in range(3)
     ]
-
-
-def test_two_eager_runs_on_a_cpu_are_bit_equal_and_a_seed_changes_them(batches):
     runs = [eq.run_steps(_tiny, batches, precision="fp32", device=CPU, graph=False, steps=12, seed=s,
                          keep_params=True) for s in (0, 0, 1)]  # fmt: skip
     assert runs[0]["losses"] == runs[1]["losses"] and torch.equal(runs[0]["params"], runs[1]["params"])

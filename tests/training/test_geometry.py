@@ -89,11 +89,8 @@ def test_statistics_equal_per_anchor_loops():
         if len(r_min):
             assert entry["share_r1"] == pytest.approx(np.mean(r_min < 1))
     assert any(len(r) for r in want["lemma1"].values())  # the condition was exercised
-    pdist = torch.pdist(z1).square()
-    assert got["uniformity"] == pytest.approx(
-        (pdist.mul(-2).exp().mean().log().item() + torch.pdist(z2).square().mul(-2).exp().mean().log().item())
-        / 2
-    )
+    uniformity = [torch.pdist(z).square().mul(-2).exp().mean().log().item() for z in (z1, z2)]
+    assert got["uniformity"] == pytest.approx(sum(uniformity) / 2)
 
 
 def test_orthonormal_batch_has_the_closed_form_values():

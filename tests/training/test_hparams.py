@@ -10,8 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from contrastlab.training.cells import train_cell
 from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, cell_settings
 from contrastlab.training.sentence import TrainSettings
+from contrastlab.workflow.job import events_dir_of, log_job_test_scores, wandb_run_of
 from tests.training.conftest import TINY_SENTENCE
 from tests.training.test_wandb_logging import offline_runs
 
@@ -61,9 +63,6 @@ def session_groups(logdir: Path) -> list[dict]:
 
 def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(tmp_path, monkeypatch, sentence_data):
     import wandb
-
-    from contrastlab.training.cells import train_cell
-    from contrastlab.workflow.job import events_dir_of, log_job_test_scores, wandb_run_of
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_DIR", raising=False)

@@ -13,7 +13,9 @@ import pytest
 
 from contrastlab.training import loop
 from contrastlab.training import state as st
+from contrastlab.training.cells import train_cell, train_vision_cell
 from contrastlab.workflow.finished import forget_finished_states, marked_incomplete
+from tests.training.conftest import TINY_SENTENCE
 
 
 def _mark_incomplete(output: str) -> Path:
@@ -41,9 +43,6 @@ def _no_training_step(monkeypatch):
 
 
 def _sentence_job(tmp_path, sentence_data):
-    from contrastlab.training.cells import train_cell
-    from tests.training.conftest import TINY_SENTENCE
-
     cell = Path("results", "checkpoints", "nie2023", "tiny-bert", "cl", "seed42")
     out, log, state = cell / "model", cell / "train_log.jsonl", Path("results", "state", "train", "cl")
     settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
@@ -56,18 +55,14 @@ def _sentence_job(tmp_path, sentence_data):
 
 
 def _image_job(vision_settings):
-    from contrastlab.training.cells import train_vision_cell
-
     cell = Path("results", "checkpoints", "macl_cifar10", "resnet18-w4", "ntxent", "seed42")
     out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
 
     settings = vision_settings(max_steps=6, state_every=3)
-    where = dict(out_dir=out, log_path=log, state_dir=state)
+    where = dict(out_dir=out, log_path=log, state_dir=state, data_root=None, device="cpu")
 
     def job():  # as scripts/train_vision.py runs it
-        return train_vision_cell(
-            settings, point=False, data_root=None, device="cpu", **where, keep_state=True
-        )
+        return train_vision_cell(settings, point=False, **where, keep_state=True)
 
     return job, out, log, state, "settings.json"
 

@@ -135,7 +135,6 @@ def test_a_non_finite_loss_stops_the_loop_naming_the_track_s_loss(tmp_path):
 
 def test_a_fingerprint_is_the_settings_and_the_run_s_identity():
     settings = SimpleNamespace(to_dict=lambda: {"lr": 0.1, "compile": False})
-    assert loop.fingerprint(settings, {"compile": False}, 3, "x") == loop.fingerprint(
-        SimpleNamespace(to_dict=lambda: {"lr": 0.1}), {"compile": False}, 3, "x"
-    )
+    at_default, later = SimpleNamespace(to_dict=lambda: {"lr": 0.1}), {"compile": False}
+    assert loop.fingerprint(settings, later, 3, "x") == loop.fingerprint(at_default, later, 3, "x")
     assert loop.fingerprint(settings, {}, 3, "x") != loop.fingerprint(settings, {}, 4, "x")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -107,9 +109,6 @@ assert ph.close_summary(sys.argv[1])
 
 def test_a_jobs_phases_sum_to_its_wall_within_half_a_second(tmp_path):
     """After close_summary the phases partition the process's wall time, within 0.5 s of the parent's."""
-    import subprocess
-    import sys
-
     summary = tmp_path / "train_summary.json"
     began = time.time()
     subprocess.run([sys.executable, "-c", JOB, str(summary)], check=True, timeout=60)

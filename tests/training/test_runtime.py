@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 
@@ -10,6 +11,8 @@ import pytest
 import torch
 
 from contrastlab.config import load_schema
+from contrastlab.cost import flops
+from contrastlab.evaluation.vision import extract_features
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.precision import CHOICES, fp32_mode_now, set_fp32_mode
@@ -35,21 +38,22 @@ CPU = torch.device("cpu")
 BF16_LOSS_TOLERANCE = 0.05
 
 
-def _dtypes_of(module: torch.nn.Module, kinds=(torch.nn.Linear, torch.nn.Conv2d)):
-    """Record the output dtype of every ``kinds`` submodule during a forward pass."""
-    seen: dict[str, torch.dtype] = {}
+@contextlib.contextmanager
+def _dtypes_of(*modules: torch.nn.Module):
+    """Per module, the output dtype of each of its Linear and Conv2d submodules in the forward passes run
+    inside the block."""
+    seen: list[dict[str, torch.dtype]] = [{} for _ in modules]
     handles = [
-        m.register_forward_hook(lambda mod, args, out, name=name: seen.__setitem__(name, out.dtype))
+        m.register_forward_hook(lambda mod, args, out, name=name, to=to: to.__setitem__(name, out.dtype))
+        for module, to in zip(modules, seen, strict=True)
         for name, m in module.named_modules()
-        if isinstance(m, kinds)
+        if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))
     ]
-    return seen, handles
-
-
-@pytest.fixture(scope="module")
-def sentence_parts(tiny_bert, tokenized):
-    tokenizer, cached = tokenized
-    return tiny_bert, [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
+    try:
+        yield seen
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dropout=0.0):
@@ -58,18 +62,15 @@ def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dr
     model = sentence._load_model(tiny_bert, dropout).train()
     head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size, 0.2)
     p = Precision.resolve(precision, CPU)
-    encoder_dtypes, handles = _dtypes_of(model)
-    head_dtypes, more = _dtypes_of(head)
-    with p.step():
+    with _dtypes_of(model, head) as (encoder_dtypes, head_dtypes), p.step():
         options = dict(autocast=p.autocast, with_stats=False, head_autocast=head_autocast)
         out, h1, _ = sentence.train_step(model, head, build_loss("infonce"), chunks, **options)
-    for handle in handles + more:
-        handle.remove()
     return out, h1, encoder_dtypes, head_dtypes
 
 
-def test_bf16_sentence_step_runs_the_encoder_in_bf16_and_head_and_loss_in_fp32(sentence_parts):
-    tiny_bert, chunks = sentence_parts
+def test_bf16_sentence_step_runs_the_encoder_in_bf16_and_head_and_loss_in_fp32(tiny_bert, tokenized):
+    tokenizer, cached = tokenized
+    chunks = [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
     ref, _, ref_encoder, _ = _sentence_step(tiny_bert, chunks, "fp32")
     out, h1, encoder, head = _sentence_step(tiny_bert, chunks, "bf16")
     assert set(ref_encoder.values()) == {torch.float32}
@@ -83,35 +84,27 @@ def test_bf16_sentence_step_runs_the_encoder_in_bf16_and_head_and_loss_in_fp32(s
     assert set(head.values()) == {torch.bfloat16} and h1.dtype == torch.float32
 
 
-def _vision_parts(channels_last: bool = False):
+def _vision_step(precision: str, channels_last=False):
+    """One SGD step of a ResNet-18 and its head from seeded weights; returns (loss output, h1, encoder and
+    head dtypes, the encoder)."""
     torch.manual_seed(0)
     # Width 8: PyTorch 2.14's CPU channels-last convolutions corrupt the heap at width 4 with one
     # thread ("corrupted size vs. prev_size"); widths 8 and 16 run clean.
     encoder = build_encoder("resnet18", width=8)
-    head = ProjectionHead(encoder.feature_dim, 32, 16)
+    head = ProjectionHead(encoder.feature_dim, 32, 16).train()
     memory = torch.channels_last if channels_last else torch.contiguous_format
     encoder.to(memory_format=memory).train()
-    head.train()
     generator = torch.Generator().manual_seed(1)
-    views = [torch.randn(8, 3, 16, 16, generator=generator) for _ in range(2)]
-    return encoder, head, memory, views
-
-
-def _vision_step(precision: str, channels_last=False, optimizer_kind="sgd"):
-    encoder, head, memory, (v1, v2) = _vision_parts(channels_last)
+    v1, v2 = (torch.randn(8, 3, 16, 16, generator=generator) for _ in range(2))
     p = Precision.resolve(precision, CPU)
-    dtypes, handles = _dtypes_of(encoder)
-    head_dtypes, more = _dtypes_of(head)
     params = [*encoder.parameters(), *head.parameters()]
-    optimizer = build_optimizer(optimizer_kind, params, CPU, lr=0.1)
-    with p.step():
+    optimizer = build_optimizer("sgd", params, CPU, lr=0.1)
+    with _dtypes_of(encoder, head) as (dtypes, head_dtypes), p.step():
         options = dict(autocast=p.autocast, memory_format=memory, with_stats=False)
         out, h1, _, _ = vision_training.train_step(
             encoder, head, build_loss("ntxent", tau=0.5), v1, v2, **options
         )
         optimizer.step()
-    for handle in handles + more:
-        handle.remove()
     return out, h1, dtypes, head_dtypes, encoder
 
 
@@ -260,8 +253,6 @@ class _RecordsFp32Mode(torch.nn.Module):
 
 
 def test_image_features_are_extracted_in_ieee_fp32_and_the_callers_switches_come_back():
-    from contrastlab.evaluation.vision import extract_features
-
     encoder = _RecordsFp32Mode()
     set_fp32_mode("tf32")  # e.g. left on by a tf32 training step, or cuDNN's own TF32 default
     try:
@@ -279,8 +270,7 @@ def test_image_features_are_extracted_in_ieee_fp32_and_the_callers_switches_come
 def _snapshot(tmp_path, precision: str):
     run, model, params, optimizer = _tiny_run(tmp_path, precision)
     run.begin(None, {}, {"settings": {}})
-    stateful = {"model": model, "optimizer": optimizer}
-    run.save_snapshot(2, "fingerprint", stateful, {})
+    run.save_snapshot(2, "fingerprint", {"model": model, "optimizer": optimizer}, {})
     run.wait_for_snapshot()  # written in the background
     return run
 
@@ -337,8 +327,6 @@ def test_snapshots_are_due_by_steps_and_or_by_minutes():
 
 
 def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
-    from contrastlab.cost import flops
-
     schema = load_schema()
     defs = schema["$defs"]
     assert defs["training"]["properties"]["precision"]["enum"] == list(CHOICES)

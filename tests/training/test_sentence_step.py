@@ -3,19 +3,18 @@ dropout masks, so the loss and every gradient are those of one pass over the who
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
+from contrastlab.losses import build_loss
 from contrastlab.training.sentence import _load_model
 from contrastlab.training.sentence_step import build_head, embed_pairs, train_step
 
 
 def test_gradient_caching_replays_the_dropout_masks(tiny_bert, tokenized):
     """train_step with micro-batches = encoding the same micro-batches with a graph (same RNG draws)."""
-    import contextlib
-
-    from contrastlab.losses import build_loss
-
     tokenizer, cached = tokenized
     chunks = [cached.batch(np.arange(i, i + 8), tokenizer.pad_token_id) for i in (0, 8, 16)]
     model = _load_model(tiny_bert, 0.1).train()

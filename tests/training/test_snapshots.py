@@ -13,6 +13,8 @@ import torch
 
 from contrastlab.training import state as st
 from contrastlab.training.runtime import TrainingRun
+from contrastlab.training.sentence import _load_model
+from contrastlab.training.sentence_select import save_checkpoint
 from contrastlab.training.snapshots import HostBuffers, SnapshotWriter
 
 
@@ -33,19 +35,15 @@ def test_the_host_copy_is_the_state_at_the_step_and_reuses_its_buffers():
     assert torch.equal(grown["best"]["w"], torch.ones(4))
 
 
-def _tiny_run(tmp_path) -> tuple[TrainingRun, dict]:
+def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
+    """Training goes on during the write; the file holds the snapshot step's weights, then ``after`` runs."""
     run = TrainingRun(tmp_path / "state", device="cpu", precision="fp32", state_every=2, progress=False)
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     model(torch.ones(1, 3)).sum().backward()
     optimizer.step()
     run.begin(None, {}, {"settings": {}})
-    return run, {"model": model, "optimizer": optimizer}
-
-
-def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
-    """Training goes on during the write; the file holds the snapshot step's weights, then ``after`` runs."""
-    run, stateful = _tiny_run(tmp_path)
+    stateful = {"model": model, "optimizer": optimizer}
     release, events = threading.Event(), []
     real_save_state = st.save_state
 
@@ -94,9 +92,6 @@ def test_a_run_stopped_by_an_error_leaves_the_snapshot_it_started(tmp_path, monk
 def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(tmp_path, tiny_bert):
     """The kept copy, written later, gives the model's own save at that step byte for byte."""
     from transformers import AutoTokenizer
-
-    from contrastlab.training.sentence import _load_model
-    from contrastlab.training.sentence_select import save_checkpoint
 
     model, tokenizer = _load_model(tiny_bert, 0.1), AutoTokenizer.from_pretrained(tiny_bert)
     with torch.no_grad():

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from contrastlab.training import state as st
+from contrastlab.training.runtime import TrainingRun
 from contrastlab.workflow.job import logged_to
 
 FINGERPRINT = "0123456789abcdef"
@@ -212,9 +213,8 @@ def test_an_older_snapshot_with_every_gpus_rng_resumes_with_its_devices(monkeypa
     assert torch.equal(one.states[0], old[0])
     two = FakeCuda(monkeypatch, gpus=2)
     st.restore_rng(rng, torch.device("cuda", 1))
-    assert torch.equal(two.states[1], old[1]) and torch.equal(
-        two.states[0], torch.full((8,), 20, dtype=torch.uint8)
-    )
+    assert torch.equal(two.states[1], old[1])
+    assert torch.equal(two.states[0], torch.full((8,), 20, dtype=torch.uint8))
     four = FakeCuda(monkeypatch, gpus=4)
     st.restore_rng(rng, torch.device("cuda", 3))  # written on a 2-GPU machine: its first GPU's
     assert torch.equal(four.states[3], old[0])
@@ -230,8 +230,6 @@ def test_a_cpu_run_keeps_no_cuda_rng_even_where_cuda_is_initialised(monkeypatch)
 
 def test_the_trainer_snapshots_and_restores_its_own_devices_rng(tmp_path, monkeypatch):
     """TrainingRun.save_snapshot and begin hand the state functions the run's device (cuda:1 here)."""
-    from contrastlab.training.runtime import TrainingRun
-
     FakeCuda(monkeypatch, gpus=2)
     run = TrainingRun(tmp_path / "state", device="cpu", precision="fp32", state_every=None, progress=False)
     run.begin(None, {}, {"settings": {}})

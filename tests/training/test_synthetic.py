@@ -170,8 +170,7 @@ def test_study_writes_identical_tables_and_a_real_figure(tmp_path):
     assert (tmp_path / "a" / "table2.csv").read_bytes() == (tmp_path / "b" / "table2.csv").read_bytes()
     png = tmp_path / "a" / "table2_figure.png"
     assert png.stat().st_size > 10_000 and (tmp_path / "a" / "table2_figure.pdf").stat().st_size > 5_000
-    pixels = matplotlib.image.imread(png)
-    assert distinct_colours(pixels[..., :3]) > 20
+    assert distinct_colours(matplotlib.image.imread(png)[..., :3]) > 20
     points = np.loadtxt(tmp_path / "a" / "table2_figure.csv", delimiter=",", skiprows=1, usecols=(4, 5, 6))
     assert points.shape == ((2 + 4) * 120, 3)  # the input twice, then every run's embeddings
     with pytest.raises(ValueError, match="unknown oar_synthetic setting"):
@@ -201,9 +200,8 @@ def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
     assert as_configured["effective_rank"].tolist() == own["effective_rank"].tolist()
     # each override is the run of the changed settings, seed by seed
     lr = train_synthetic(dataclasses.replace(SMALL, lr=0.1, seed=1), "ntxent", False)
-    assert sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]["line_energy"].item() == round(
-        lr.line_energy, 6
-    )
+    swept = sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]
+    assert swept["line_energy"].item() == round(lr.line_energy, 6)
     points = np.loadtxt(tmp_path / "table2_figure.csv", delimiter=",", skiprows=1, usecols=(4, 5, 6))
     assert points.shape == ((2 + 4) * 120, 3)  # the first seed's runs only
     with pytest.raises(ValueError, match=r"sweep overrides fields of the study's setup, not \['seeds'\]"):
@@ -233,9 +231,8 @@ def test_the_clip_and_the_loss_terms_say_how_a_run_ended():
     assert vic["variance"] == pytest.approx(25.0 * float(std_hinge(h1) + std_hinge(h2)) / 2, rel=1e-4)
     bt = loss_terms("barlow_twins", {"lam": 5e-3}, h1, h2)
     assert set(bt) == {"on_diagonal", "off_diagonal"}
-    assert sum(bt.values()) == pytest.approx(
-        float(build_loss("barlow_twins", lam=5e-3)(h1, h2).loss), rel=1e-6
-    )
+    barlow = float(build_loss("barlow_twins", lam=5e-3)(h1, h2).loss)
+    assert sum(bt.values()) == pytest.approx(barlow, rel=1e-6)
     assert loss_terms("ntxent", {"tau": 1.0}, h1, h2) == {}
     always = train_synthetic(dataclasses.replace(SMALL, grad_clip=1e-9), "ntxent", False)
     never = train_synthetic(dataclasses.replace(SMALL, grad_clip=1e9), "ntxent", False)

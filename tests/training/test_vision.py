@@ -3,6 +3,7 @@ non-finite losses, settings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -11,7 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from contrastlab.losses import build_loss
 from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.models.vision import build_encoder
+from contrastlab.precision import fp32_mode_now, set_fp32_mode
+from contrastlab.training import runtime
 from contrastlab.training import vision as trainer
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.vision import (
@@ -21,20 +26,11 @@ from contrastlab.training.vision import (
     load_weights,
     two_views,
 )
+from contrastlab.training.vision_step import OarBatch, train_step
 from tests import forked
 from tests.training.conftest import poison_loss
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
-
-
-def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
-    """Train a cell in a process of its own (forked: tests/forked.py), which SIGKILLs itself after
-    optimiser step ``kill_at``; its exit code (-9)."""
-    process = forked.run_script(
-        RUNNER, [json.dumps(settings), str(workdir), str(kill_at)], workdir / "run.log"
-    )
-    process.join(timeout=300)
-    return process.exitcode
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +52,7 @@ def test_log_and_encoder(reference, vision_settings):
     folder = reference()
     records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     assert [r["event"] for r in records][0] == "start" and records[-1]["event"] == "end"
-    steps = [r["step"] for r in records if r["event"] == "train"]
-    assert steps == list(range(3, 25, 3))
+    assert [r["step"] for r in records if r["event"] == "train"] == list(range(3, 25, 3))
     train = [r for r in records if r["event"] == "train"]
     assert all(r["stats"]["tau_a"] > 0 and 0 < r["images_per_s"] for r in train)
     assert records[0]["steps_per_epoch"] == 1437 // 32 and records[0]["effective_lr"] == 1e-3
@@ -136,8 +131,11 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
     cell, straight = vision_settings(**CELLS[name]), reference(name)
     kill_at = {"oar": (8, 40), "channels_last": (5, 10)}.get(seed, (6, 22))
     kill_at = random.Random(seed).randint(*kill_at)
-    # Only the killed run needs its own interpreter; the resume and the references run in-process.
-    assert run_until_killed(cell, tmp_path, kill_at) == -9
+    # Only the killed run needs its own interpreter (forked: tests/forked.py), which SIGKILLs itself after
+    # optimiser step kill_at; the resume and the references run in-process.
+    killed = forked.run_script(RUNNER, [json.dumps(cell), str(tmp_path), str(kill_at)], tmp_path / "run.log")
+    killed.join(timeout=300)
+    assert killed.exitcode == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
     train_image(cell, tmp_path)
     got, expected = load_weights(tmp_path / "encoder"), load_weights(straight / "encoder")
@@ -149,8 +147,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(
         return [{k: v for k, v in r.items() if k not in ("steps_per_s", "images_per_s")} for r in keep]
 
     assert without_timing(tmp_path / "train_log.jsonl") == without_timing(straight / "train_log.jsonl")
-    log = (tmp_path / "train_log.jsonl").read_text()
-    assert '"event": "resume"' in log
+    assert '"event": "resume"' in (tmp_path / "train_log.jsonl").read_text()
     cell_name = {"oar": " (OAR cell)", "channels_last": " (channels-last)"}.get(seed, "")
     observed(f"killed after step {kill_at}{cell_name}; resumed; encoder weights and log equal")
 
@@ -223,9 +220,6 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
     tmp_path, monkeypatch, vision_settings, train_image
 ):
     """Validation: IEEE fp32 without autocast; OAR's blur: the step's precision from the first step."""
-    from contrastlab.precision import fp32_mode_now, set_fp32_mode
-    from contrastlab.training import runtime
-
     monkeypatch.setattr(runtime.Precision, "fp32_mode", property(lambda self: "tf32"))
     seen: dict[bool, set] = {True: set(), False: set()}  # encoder.training -> (fp32 mode, autocast)
     build, draw = trainer._build, trainer.OarBatches.batch
@@ -313,8 +307,6 @@ def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
 def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
     """An OAR step (both calls, both passes, the backward) passes torch's CUDA sync detector."""
-    from contrastlab.models.vision import build_encoder
-
     cuda = torch.device("cuda")
     encoder = build_encoder("resnet18", stem="cifar", width=4).to(cuda)
     anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0)).to(
@@ -324,30 +316,16 @@ def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
     images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8, device=cuda)
     labels = torch.randint(0, 10, (8,), device=cuda)
     views = torch.Generator(device=cuda).manual_seed(0)
-    for sync_mode in (0, "error"):  # a first pass makes the cached constants (their copy waits once)
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode(sync_mode)
-        _oar_steps(encoder, augment, images, labels, anchors, views)
-    torch.cuda.set_sync_debug_mode(0)
-
-
-def _oar_steps(encoder, augment, images, labels, anchors, views) -> None:
-    import contextlib
-
-    from contrastlab.losses import build_loss
-    from contrastlab.training.vision_step import OarBatch, train_step
-
+    options = dict(autocast=contextlib.nullcontext, memory_format=torch.channels_last, with_stats=False)
     try:
-        for calls in ("two", "one"):
-            oar = OarBatch(
-                *two_views(augment, images, views, calls), labels, anchors, 1.0, labels_checked=True
-            )
-            options = dict(
-                autocast=contextlib.nullcontext, memory_format=torch.channels_last, with_stats=False
-            )
-            v1, v2 = two_views(augment, images, views, calls)
-            train_step(
-                encoder, torch.nn.Identity(), build_loss("ntxent", tau=1.0), v1, v2, **options, oar=oar
-            )
+        for sync_mode in (0, "error"):  # a first pass makes the cached constants (their copy waits once)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode(sync_mode)
+            for calls in ("two", "one"):
+                oar_views = two_views(augment, images, views, calls)
+                oar = OarBatch(*oar_views, labels, anchors, 1.0, labels_checked=True)
+                v1, v2 = two_views(augment, images, views, calls)
+                loss_fn = build_loss("ntxent", tau=1.0)
+                train_step(encoder, torch.nn.Identity(), loss_fn, v1, v2, **options, oar=oar)
     finally:
         torch.cuda.set_sync_debug_mode(0)

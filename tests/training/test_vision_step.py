@@ -3,19 +3,18 @@ device once its labels were checked (its CUDA twin is in test_vision.py)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
+from contrastlab.losses import build_loss
+from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.models.vision import build_encoder
 from contrastlab.training.vision_step import OarBatch, train_step
 
 
 def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_checked(monkeypatch):
     """Defect 14 (docs/gpu-defects.md): no device read in the step, counted on the CPU."""
-    import contextlib
-
-    from contrastlab.losses import build_loss
-    from contrastlab.losses.oar import orthonormal_anchors
-    from contrastlab.models.vision import build_encoder
-
     torch.manual_seed(0)
     encoder = build_encoder("resnet18", stem="cifar", width=4)
     anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0))

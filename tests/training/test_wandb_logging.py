@@ -93,11 +93,8 @@ def test_a_cell_logs_its_settings_curves_and_test_scores_to_one_offline_wandb_ru
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}
     run = wandb_run_of(job(config))
     assert (run.project, run.name) == (PROJECT, "macl2025/digits-resnet/macl/seed42")
-    assert (
-        run.id
-        == wandb_run_of(job(config, dict(PLACE))).id
-        != wandb_run_of(job(config, PLACE | {"seed": "43"})).id
-    )
+    same, other = (wandb_run_of(job(config, place)).id for place in (dict(PLACE), PLACE | {"seed": "43"}))
+    assert run.id == same != other
     settings = vision_settings(**CELL)
     import wandb
 
@@ -108,9 +105,8 @@ def test_a_cell_logs_its_settings_curves_and_test_scores_to_one_offline_wandb_ru
     wandb.teardown()  # and the evaluation job's
 
     [training], [evaluation] = offline_runs(tmp_path / "results"), offline_runs(tmp_path / "elsewhere")
-    assert [(r["id"], r["name"], r["project"]) for r in (training, evaluation)] == 2 * [
-        (run.id, run.name, PROJECT)
-    ]
+    identity = (run.id, run.name, PROJECT)
+    assert [(r["id"], r["name"], r["project"]) for r in (training, evaluation)] == [identity] * 2
     assert training["config"] == json.loads(json.dumps(VisionTrainSettings.from_dict(settings).to_dict()))
     lines = [json.loads(line) for line in (tmp_path / "cell" / "train_log.jsonl").read_text().splitlines()]
     losses = [(r["step"], r["loss"]) for r in lines if r["event"] == "train"]
