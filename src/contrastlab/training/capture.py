@@ -281,28 +281,29 @@ def _host_syncs_raise(enabled: bool) -> Iterator[None]:
         torch.cuda.set_sync_debug_mode(before)
 
 
+def sentence_step(run, train_step, parts, chunks, *, autocast, head_autocast, clip_norm, zero_grad=True):
+    """The sentence trainer's step on the encoder micro-batches ``chunks`` (``[(ids, mask), ...]``):
+    ``train_step`` (passed in: that module imports this one) without statistics under the run's step
+    context, then :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`. ``parts`` = (encoder,
+    head, loss_fn, optimizer, params). Returns (loss output, h1, h2, grad norm); no host sync."""
+    encoder, head, loss_fn, optimizer, params = parts
+    with run.step_context():
+        options = dict(autocast=autocast, with_stats=False, scale=run.scale, head_autocast=head_autocast)
+        out, h1, h2 = train_step(encoder, head, loss_fn, chunks, **options)
+        grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=zero_grad)
+    return out, h1, h2, grad_norm
+
+
 def capture_sentence_step(
     run, train_step, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
 ) -> CapturedStep:
-    """The sentence trainer's eager step (``train_step``, passed in: that module imports this one, then
-    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`) as a :class:`CapturedStep`
-    (:func:`prepare_capture`). Called with a batch it returns (loss output, h1, h2, grad norm)."""
-    autocast = prepare_capture(run, optimizer)
+    """:func:`sentence_step` on one batch as a :class:`CapturedStep` (:func:`prepare_capture`), the
+    gradients left in place. Called with a batch it returns (loss output, h1, h2, grad norm)."""
+    options = dict(autocast=prepare_capture(run, optimizer), head_autocast=head_autocast, clip_norm=clip_norm)
+    parts = (model, head, loss_fn, optimizer, params)
 
     def body(ids, mask):
-        with run.step_context():
-            out, h1, h2 = train_step(
-                model,
-                head,
-                loss_fn,
-                [(ids, mask)],
-                autocast=autocast,
-                with_stats=False,
-                scale=run.scale,
-                head_autocast=head_autocast,
-            )
-            grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=False)
-        return out, h1, h2, grad_norm
+        return sentence_step(run, train_step, parts, [(ids, mask)], zero_grad=False, **options)
 
     zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
     return CapturedStep(body, first, step_state(run, optimizer, model, head), zero_grad, run.device)

@@ -48,10 +48,9 @@ class DevEvaluator:
         order = sorted(range(len(unique)), key=lambda i: len(encoded[i]))
         self._encoded, self._pad_id, self.device = encoded, tokenizer.pad_token_id, device
         self.batches = [
-            (*self._padded(rows), torch.tensor(rows, device=device))
-            for rows in (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+            self._padded(order[start : start + batch_size]) for start in range(0, len(order), batch_size)
         ]
-        self.n_sentences = len(unique)
+        self._unsort = torch.from_numpy(np.argsort(order)).to(device)  # batch order -> sentence order
         self.left = torch.tensor([index[s] for s in sentences1], device=device)
         self.right = torch.tensor([index[s] for s in sentences2], device=device)
         self.gold = np.asarray(gold, dtype=np.float64)
@@ -84,17 +83,11 @@ class DevEvaluator:
         for module in modules:
             module.eval()
         try:
-            out: torch.Tensor | None = None
-            for ids, mask, rows in self.batches:
-                bias = attention_bias(model, mask)
-                cls = model(input_ids=ids, attention_mask=bias).last_hidden_state[:, 0]
-                if head is not None:
-                    cls = head(cls)
-                if out is None:
-                    out = torch.empty((self.n_sentences, cls.shape[-1]), device=self.device)
-                out[rows] = cls.float()
-            assert out is not None
-            return out
+            embedded = []
+            for ids, mask in self.batches:
+                cls = model(input_ids=ids, attention_mask=attention_bias(model, mask)).last_hidden_state[:, 0]
+                embedded.append((cls if head is None else head(cls)).float())
+            return torch.cat(embedded)[self._unsort]
         finally:
             for module, was_training in zip(modules, were_training, strict=True):
                 module.train(was_training)

@@ -112,7 +112,7 @@ def training_step(
 ):
     """The sentence trainer's step as a callable ``(ids, mask) -> loss output``: captured once as a CUDA
     graph (``graph``; warmed up on ``first``, :func:`~contrastlab.training.capture.capture_sentence_step`)
-    or eager (``sentence.train_step`` and ``TrainingRun.optimizer_step``, as the trainer runs them), the
+    or eager (:func:`~contrastlab.training.capture.sentence_step`, as the trainer runs it), the
     encoder padding-free with ``padding_free`` (eager only, as in the trainer)."""
     from contrastlab.training.sentence import train_step  # sentence imports this module's siblings
 
@@ -127,11 +127,9 @@ def training_step(
     encoder = PaddingFree(model, dropout_draws=draws) if padding_free else model
 
     def step(ids, mask):
-        with run.step_context():
-            options = dict(autocast=run.autocast, with_stats=False, scale=run.scale)
-            out, _, _ = train_step(encoder, head, loss_fn, [(ids, mask)], **options)
-            run.optimizer_step(optimizer, params, CLIP_NORM)
-        return out
+        parts = (encoder, head, loss_fn, optimizer, params)
+        options = dict(autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM)
+        return capture.sentence_step(run, train_step, parts, [(ids, mask)], **options)[0]
 
     return step
 

@@ -473,19 +473,10 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
     run.count(padded_tokens=sum(ids.numel() for ids, _ in chunks), sentences=len(rows))
     if graph is not None:
         return graph(*chunks[0])
+    pieces = (parts.encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
+    options = dict(autocast=run.autocast, head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
     try:
-        with run.step_context():
-            out, h1, h2 = train_step(
-                parts.encoder,
-                parts.head,
-                parts.loss_fn,
-                chunks,
-                autocast=run.autocast,
-                with_stats=False,  # stats at log steps only, after the step (_log_interval)
-                scale=run.scale,
-                head_autocast=s.head_autocast,
-            )
-            grad_norm = run.optimizer_step(parts.optimizer, parts.params, CLIP_NORM)
+        return capture.sentence_step(run, train_step, pieces, chunks, **options)
     except torch.OutOfMemoryError as err:
         raise MemoryError(
             f"out of memory at step {step} on {run.describe()['device_name']} with batch_size "
@@ -494,7 +485,6 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
             f"grad_accum={2 * s.grad_accum}: the loss still sees the whole batch, the encoder runs in "
             "smaller micro-batches)"
         ) from err
-    return out, h1, h2, grad_norm
 
 
 def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, count=None):

@@ -462,9 +462,7 @@ def study_table(runs: Iterable[SyntheticRun]) -> pd.DataFrame:
     import pandas as pd
 
     table = pd.DataFrame([_row(run) for run in runs])
-    for column in ("effective_rank", "distinct_directions"):
-        table[column] = table[column].astype("Int64")
-    return table
+    return table.astype({"effective_rank": "Int64", "distinct_directions": "Int64"})
 
 
 def seed_table(

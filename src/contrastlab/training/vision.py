@@ -78,6 +78,8 @@ SETTINGS_FILE = "settings.json"
 ANCHORS_FILE = "anchors.safetensors"
 
 
+#: The settings :class:`~contrastlab.training.augment.SimCLRAugment` takes under their own names.
+AUGMENT_FIELDS = "crop_scale crop_ratio jitter jitter_p gray_p flip_p blur_p blur_sigma blur_kernel".split()
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
 #: ``cuda_graph`` None (decided by the device) counts as default at False, what every run had before it.
 LATER_DEFAULTS = {
@@ -176,18 +178,7 @@ class VisionTrainSettings(Settings):
     def augment(self, size: int, mean, std) -> SimCLRAugment:
         """The training augmentation these settings describe, for images of side ``size``."""
         return SimCLRAugment(
-            size,
-            mean=mean,
-            std=std,
-            crop_scale=self.crop_scale,
-            crop_ratio=self.crop_ratio,
-            jitter=self.jitter,
-            jitter_p=self.jitter_p,
-            gray_p=self.gray_p,
-            flip_p=self.flip_p,
-            blur_p=self.blur_p,
-            blur_sigma=self.blur_sigma,
-            blur_kernel=self.blur_kernel,
+            size, mean=mean, std=std, **{name: getattr(self, name) for name in AUGMENT_FIELDS}
         )
 
 
