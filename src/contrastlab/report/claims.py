@@ -135,11 +135,11 @@ def load_claims(paper: str) -> dict[str, Any]:
 
 def all_claims() -> list[dict[str, Any]]:
     """Every claim of every paper, each with its ``paper`` and paper ``file``."""
-    out = []
-    for paper in PAPERS:
-        data = load_claims(paper)
-        out += [{"paper": paper, "file": data["file"], **claim} for claim in data["claims"]]
-    return out
+    return [
+        {"paper": paper, "file": load_claims(paper)["file"], **claim}
+        for paper in PAPERS
+        for claim in load_claims(paper)["claims"]
+    ]
 
 
 @dataclass
@@ -328,10 +328,8 @@ def numbers_text(result: ClaimResult) -> str:
     own = "" if gap is None else f" (the paper's own: {float(gap):+.2f})"
     if texts and result.claim.get("relation") == ">=":
         texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}{own}")
-    elif texts and float(result.claim.get("margin", 0)):
-        texts.insert(0, f"claimed above {float(result.claim['margin']):g}{own}")
-    elif texts and gap is not None:
-        texts.insert(0, f"claimed above 0{own}")
+    elif texts and (float(result.claim.get("margin", 0)) or gap is not None):
+        texts.insert(0, f"claimed above {float(result.claim.get('margin', 0)):g}{own}")
     return "; ".join(texts) if texts else "–"
 
 
@@ -347,13 +345,11 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
     """The verdict as (its word, the share of parts run when some have not, the reasoning after them): the
     seeds that would decide it, or a ``paper_tables`` claim's reason; such a claim reading "not reproduced"
     opens with :data:`PAPER_UNSUPPORTED`."""
-    word, tail = result.kind, ""
-    if word == PAPER_UNSUPPORTED:
-        tail = f": {result.verdict}, as on the paper's own tables"
-    run = ""
+    word, head, tail = result.kind, "", ""
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
-        run = f" ({result.parts_run}/{len(result.parts)} parts run)"
-    head, tail = (run, tail) if not tail else ("", tail + run)
+        head = f" ({result.parts_run}/{len(result.parts)} parts run)"
+    if word == PAPER_UNSUPPORTED:  # the share of parts run follows the reading it qualifies
+        head, tail = "", f": {result.verdict}, as on the paper's own tables{head}"
     if result.claim.get("relation") == "count" and result.verdict != NOT_RUN:
         n, k = len(result.parts), result.claim["at_least"]
         cleared = sum(p.status == REPRODUCED for p in result.parts)  # at _holm_and_seeds' level

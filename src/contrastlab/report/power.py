@@ -251,14 +251,11 @@ def _control(grid: Grid, experiment: str, cache: dict) -> dict[str, Any]:
     """The control's metrics, grid (:func:`~contrastlab.report.control.control_grid`) and published cell
     values of ``experiment``, once per ``cache``."""
     if experiment not in cache:
-        cells = published_cells(experiment)
+        cells = published_cells(experiment).set_index(["backbone", "method", "task"])
         cache[experiment] = dict(
             metrics=published_metrics(experiment),
             grid=control_grid(grid, experiment),
-            values={
-                (b, m, t): float(v)
-                for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False)
-            },
+            values=cells["value"].astype(float).to_dict(),
         )
     return cache[experiment]
 
