@@ -27,7 +27,7 @@ from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
-from contrastlab.report.claims import all_claims, evaluate_claim, seed_step
+from contrastlab.report.claims import all_claims, evaluate_claim, seed_steps
 from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
@@ -509,7 +509,7 @@ def power_notes(
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
     """What ``make add-seeds TARGET=power`` runs: each cell of the claims not decidable at the configured
     seeds but within :data:`MAX_SEEDS`, brought to the most ``seeds_needed`` of its claims, as
-    :func:`~.claims.seed_step` steps (a sweep's ``@best`` selects every point of its sweep)."""
+    :func:`~.claims.seed_steps` (a sweep's ``@best`` selects every point of its sweep)."""
     target: dict[tuple[str, str, str], int] = {}
     for power in powers:
         if power.decidable or not power.seeds_needed:
@@ -519,8 +519,4 @@ def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, 
     steps: dict[tuple[str, str, int], list[str]] = {}
     for (experiment, backbone, method), n in sorted(target.items()):
         steps.setdefault((experiment, backbone, n), []).append(method)
-    plan = [
-        seed_step(grid, experiment, backbone, methods, n)
-        for (experiment, backbone, n), methods in steps.items()
-    ]
-    return [step for step in plan if step]
+    return seed_steps(grid, steps)
