@@ -423,9 +423,8 @@ def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
         ),
     ]
     for name in experiments:
-        exp = grid.experiment(name).spec
         rows = [{title: d[key] for key, title in DEVIATION_COLUMNS.items()} for d in deviations(grid, name)]
-        blocks += [Heading(4, exp.get("title") or name), rows_table(rows)]
+        blocks += [Heading(4, grid.experiment(name).spec.get("title") or name), rows_table(rows)]
     return blocks
 
 
