@@ -91,8 +91,7 @@ def claim_structure(
     control's frames per experiment, shared between claims; ``measured``: pools' σ that replace the prior."""
     name = claim["experiment"]
     experiment = grid.every_experiment.get(name)
-    why_not = _not_simulated(claim, experiment)
-    if why_not:
+    if why_not := _not_simulated(claim, experiment):
         return why_not
     control = _control(grid, name, {} if cache is None else cache)
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
@@ -100,12 +99,8 @@ def claim_structure(
     result = evaluate_claim(claim, metrics, control["grid"])
     ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
     stratum_of = functools.partial(cell_stratum, grid, name)
-    rows = _part_rows(
-        result.parts,
-        {**control["values"], **text},
-        lambda backbone: ours_backbone(backbone, experiment, ours_for),
-        stratum_of,
-    )
+    ours_of = functools.partial(ours_backbone, experiment=experiment, ours_for=ours_for)
+    rows = _part_rows(result.parts, {**control["values"], **text}, ours_of, stratum_of)
     measured = measured or {}
     try:  # each cell's σ: its pool's as the runs measured it (measured_noise), else its metric's prior
         pool_keys = [(name, b, task, stratum_of(b, method)) for b, method, task in rows.cells]
