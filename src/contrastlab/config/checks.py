@@ -33,8 +33,7 @@ def check_select(config: Mapping[str, Any]) -> None:
         "seeds": sorted({int(s) for exp in chosen for s in exp.get("seeds") or config["seeds"]}),
     }
     for key, allowed in valid.items():
-        unknown = [v for v in select.get(key) or [] if v not in allowed]
-        if unknown:
+        if unknown := [v for v in select.get(key) or [] if v not in allowed]:
             where = "" if key == "experiments" else " of the selected experiments"
             raise ConfigError(
                 f"config key select.{key}: unknown {key[:-1]} {unknown[0]!r}; "
@@ -184,8 +183,7 @@ def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where
     layers = [(f"{where}.hp", spec.get("hp") or {})]
     for backbone, overrides in (spec.get("per_backbone") or {}).items():
         layers.append((f"{where}.per_backbone.{backbone}.hp", (overrides or {}).get("hp") or {}))
-    unknown = sorted(({key for _, hp in layers for key in hp} | set(swept)) - set(DEFAULTS[loss]))
-    if unknown:
+    if unknown := sorted(({key for _, hp in layers for key in hp} | set(swept)) - set(DEFAULTS[loss])):
         raise ConfigError(
             f"config key {where}.hp: loss {loss!r} has no hyperparameter {unknown[0]!r}; "
             f"it takes {', '.join(DEFAULTS[loss]) or 'none'}"

@@ -69,8 +69,7 @@ def check_command_strings(config: Mapping[str, Any]) -> None:
     a ``--config`` override, which lands in every job's command line, and the paths and names land there
     anyway. Raises :class:`ConfigError` (one line naming the dotted key) otherwise."""
     for path, text, is_key in _strings(config, ()):
-        ch = unsafe_character(text, key=is_key)
-        if ch is not None:
+        if (ch := unsafe_character(text, key=is_key)) is not None:
             what = f"the key {text!r}" if is_key else repr(text)
             raise ConfigError(f"config key {key_path(path)}: {what} holds {ch!r}, {FIX}")
 
@@ -81,8 +80,7 @@ def check_command_paths(configfiles: Iterable[str], workdir: str, interpreter: s
     unquoted (``<python> <script>``, ``<python> -m snakemake``), holds no whitespace or shell character
     either; :class:`ConfigError` naming the path if not."""
     for what, path in [*(("--configfile", str(p)) for p in configfiles), ("working directory", workdir)]:
-        ch = unsafe_character(path)
-        if ch is not None:
+        if (ch := unsafe_character(path)) is not None:
             raise ConfigError(f"{what} {path!r}: holds {ch!r}, {FIX.replace('from it', 'from the path')}")
     if (ch := next((c for c in interpreter if c.isspace() or c in UNQUOTED_SPECIAL), None)) is not None:
         raise ConfigError(
@@ -103,8 +101,7 @@ def check_config_words(words: Iterable[str] | None) -> None:
                 "carry (Snakemake writes the word with repr(): a job's shell would run the rest as code); "
                 "write its YAML strings with one kind of quote (inside '...' a ' is written '')"
             )
-        ch = unsafe_character(word.replace('"', ""))
-        if ch is not None:
+        if (ch := unsafe_character(word.replace('"', ""))) is not None:
             fix = FIX.replace("from it", "from the word")
             raise ConfigError(f"--config word {word!r}: holds {ch!r}, {fix}")
 

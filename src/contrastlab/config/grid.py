@@ -93,11 +93,11 @@ def sweep_points(experiment: Mapping[str, Any]) -> dict[str, tuple[str, float]]:
     >>> sweep_points({"methods": {"cl": {}}, "sweep": {"hp.tau": [0.05, 3.0]}})
     {'cl-tau0.05': ('tau', 0.05), 'cl-tau3.0': ('tau', 3.0)}
     """
-    out = {}
-    for name, (_, overrides) in _expansion(experiment).items():
-        for key, value in overrides.items():
-            out[name] = (key.removeprefix("hp."), float(value))
-    return out
+    return {
+        name: (key.removeprefix("hp."), float(value))
+        for name, (_, overrides) in _expansion(experiment).items()
+        for key, value in overrides.items()
+    }
 
 
 def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
@@ -171,9 +171,7 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
     hp = loss_hp(spec, backbone)
     for layer in (spec, spec.get("per_backbone", {}).get(backbone, {})):
         settings.update(layer.get("training", {}))
-        for key in ("lr", "batch_size"):
-            if key in layer:
-                settings[key] = layer[key]
+        settings.update({key: layer[key] for key in ("lr", "batch_size") if key in layer})
     for key, value in overrides.items():
         if key.startswith("hp."):
             hp[key.removeprefix("hp.")] = value
@@ -181,8 +179,7 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
             settings[key] = value
     if config.get("precision_override"):
         override_precision(settings, config["precision_override"])
-    settings["loss"] = spec["loss"]
-    settings["loss_hp"] = hp
+    settings.update(loss=spec["loss"], loss_hp=hp)
     return settings
 
 
@@ -203,19 +200,15 @@ def selected_cells(config: Mapping[str, Any], select: Mapping[str, Any] | None =
     for name, exp in config["experiments"].items():
         if not _selected(name, select.get("experiments")):
             continue
-        seeds = exp.get("seeds") or config["seeds"]
+        seeds = [int(s) for s in exp.get("seeds") or config["seeds"] if _selected(s, select.get("seeds"))]
         for backbone in exp["backbones"]:
             if not _selected(backbone, select.get("backbones")):
                 continue
             for method, (base, _) in _expansion(exp).items():
                 chosen = select.get("methods")
-                if not (_selected(method, chosen) or _selected(base, chosen)) or not _selected(
-                    backbone, exp["methods"][base].get("backbones")
-                ):
-                    continue
-                for seed in seeds:
-                    if _selected(seed, select.get("seeds")):
-                        yield Cell(name, backbone, method, int(seed))
+                named = _selected(method, chosen) or _selected(base, chosen)
+                if named and _selected(backbone, exp["methods"][base].get("backbones")):
+                    yield from (Cell(name, backbone, method, seed) for seed in seeds)
 
 
 @dataclass(frozen=True, eq=False)

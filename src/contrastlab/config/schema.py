@@ -64,8 +64,7 @@ def fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
         for key in value:
-            sub = props.get(key, extra if isinstance(extra, dict) else None)
-            if sub is not None:
+            if (sub := props.get(key, extra if isinstance(extra, dict) else None)) is not None:
                 value[key] = fill_defaults(value[key], sub)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [fill_defaults(item, schema["items"]) for item in value]
@@ -144,8 +143,7 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
     if isinstance(value, dict):
         props, extra = schema.get("properties", {}), schema.get("additionalProperties")
         for key, sub in value.items():
-            sub_schema = props.get(key, extra if isinstance(extra, dict) else None)
-            if sub_schema is not None:
+            if (sub_schema := props.get(key, extra if isinstance(extra, dict) else None)) is not None:
                 value[key] = coerce_scalars(sub, sub_schema, root)
         return value
     if isinstance(value, list) and isinstance(schema.get("items"), dict):

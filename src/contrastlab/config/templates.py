@@ -40,8 +40,7 @@ def expand_templates(config: dict) -> dict:
     templates = config.setdefault("templates", {})
     for name, template in found.items():
         where = f"experiments.{name}"
-        unknown = sorted(set(template) - set(TEMPLATE_KEYS))
-        if unknown:
+        if unknown := sorted(set(template) - set(TEMPLATE_KEYS)):
             raise ConfigError(
                 f"config key {where}.{unknown[0]}: unknown key in an experiment template; "
                 f"allowed: {', '.join(TEMPLATE_KEYS)}"
@@ -87,8 +86,7 @@ def expand_templates(config: dict) -> dict:
     # a typo would drop its overrides silently; a paper's experiment that this config leaves out is no typo
     known = dict.fromkeys([*experiments, *(t.experiment for t in TABLES.values())])
     for method, spec in shared.items():
-        unknown = sorted(set(spec.get("per_protocol") or {}) - set(known))
-        if unknown:
+        if unknown := sorted(set(spec.get("per_protocol") or {}) - set(known)):
             raise ConfigError(
                 f"config key methods.{method}.per_protocol.{unknown[0]}: unknown experiment; choose from "
                 f"{', '.join(known)}"

@@ -58,6 +58,7 @@ CLAIMS_DIR = papers.PAPERS_DIR
 PAPERS = tuple(paper.prefix for paper in papers.PAPERS)
 RELATIONS = (">", ">=", "count", "trend", "figure_values")
 MAX_SEEDS = 100
+OWN_CHECKS = {"trend": check_trend, "figure_values": check_figure_values}
 
 
 def check_relation(claim: dict[str, Any], source: str) -> None:
@@ -67,11 +68,8 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
     relation = claim.get("relation", ">")
     if relation not in RELATIONS:
         raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
-    if relation == "trend":
-        check_trend(claim, name)
-        return
-    if relation == "figure_values":
-        check_figure_values(claim, name)
+    if relation in OWN_CHECKS:
+        OWN_CHECKS[relation](claim, name)
         return
     total = len(claim.get("parts") or []) * len(claim.get("backbones") or []) * len(tasks_of(claim))
     if relation == "count" and not (
@@ -135,11 +133,11 @@ def load_claims(paper: str) -> dict[str, Any]:
 
 def all_claims() -> list[dict[str, Any]]:
     """Every claim of every paper, each with its ``paper`` and paper ``file``."""
-    out = []
-    for paper in PAPERS:
-        data = load_claims(paper)
-        out += [{"paper": paper, "file": data["file"], **claim} for claim in data["claims"]]
-    return out
+    return [
+        {"paper": paper, "file": load_claims(paper)["file"], **claim}
+        for paper in PAPERS
+        for claim in load_claims(paper)["claims"]
+    ]
 
 
 @dataclass
@@ -328,10 +326,8 @@ def numbers_text(result: ClaimResult) -> str:
     own = "" if gap is None else f" (the paper's own: {float(gap):+.2f})"
     if texts and result.claim.get("relation") == ">=":
         texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}{own}")
-    elif texts and float(result.claim.get("margin", 0)):
-        texts.insert(0, f"claimed above {float(result.claim['margin']):g}{own}")
-    elif texts and gap is not None:
-        texts.insert(0, f"claimed above 0{own}")
+    elif texts and (float(result.claim.get("margin", 0)) or gap is not None):
+        texts.insert(0, f"claimed above {float(result.claim.get('margin', 0)):g}{own}")
     return "; ".join(texts) if texts else "–"
 
 
@@ -347,13 +343,11 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
     """The verdict as (its word, the share of parts run when some have not, the reasoning after them): the
     seeds that would decide it, or a ``paper_tables`` claim's reason; such a claim reading "not reproduced"
     opens with :data:`PAPER_UNSUPPORTED`."""
-    word, tail = result.kind, ""
-    if word == PAPER_UNSUPPORTED:
-        tail = f": {result.verdict}, as on the paper's own tables"
-    run = ""
+    word, head, tail = result.kind, "", ""
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
-        run = f" ({result.parts_run}/{len(result.parts)} parts run)"
-    head, tail = (run, tail) if not tail else ("", tail + run)
+        head = f" ({result.parts_run}/{len(result.parts)} parts run)"
+    if word == PAPER_UNSUPPORTED:  # the share of parts run follows the reading it qualifies
+        head, tail = "", f": {result.verdict}, as on the paper's own tables{head}"
     if result.claim.get("relation") == "count" and result.verdict != NOT_RUN:
         n, k = len(result.parts), result.claim["at_least"]
         cleared = sum(p.status == REPRODUCED for p in result.parts)  # at _holm_and_seeds' level
@@ -408,7 +402,7 @@ ADD_SEEDS_MAX = 10
 
 def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = ADD_SEEDS_MAX) -> list[dict[str, Any]]:
     """What the add-seeds command runs: the methods of each (experiment, backbone) of :func:`undecided_cells`
-    brought to the seeds their claims need (:data:`MIN_SEEDS` to ``max_seeds``), each a :func:`seed_step`."""
+    brought to the seeds their claims need (:data:`MIN_SEEDS` to ``max_seeds``), as :func:`seed_steps`."""
     need: dict[tuple[str, str], int] = {}
     cells: dict[tuple[str, str], set[str]] = {}
     for result in results:
@@ -416,23 +410,22 @@ def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = ADD_SEEDS
         for key, methods in undecided_cells([result], grid).items():
             need[key] = max(need.get(key, 0), target)
             cells.setdefault(key, set()).update(methods)
-    plan = [
-        seed_step(grid, experiment, backbone, sorted(methods), need[(experiment, backbone)])
-        for (experiment, backbone), methods in sorted(cells.items())
-    ]
-    return [step for step in plan if step]
+    return seed_steps(grid, {(*key, need[key]): sorted(methods) for key, methods in sorted(cells.items())})
 
 
-def seed_step(
-    grid: Grid, experiment: str, backbone: str, methods: list[str], n: int
-) -> dict[str, Any] | None:
-    """One step of an add-seeds plan: ``methods`` on ``backbone`` brought to ``n`` seeds, the new ones
-    continuing after the experiment's last seed; None when they have that many already."""
-    seeds = list(grid.experiment(experiment).seeds or [])
-    extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
-    if not extra:
-        return None
-    return dict(experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra)
+def seed_steps(grid: Grid, wanted: Mapping[tuple[str, str, int], list[str]]) -> list[dict[str, Any]]:
+    """The steps of an add-seeds plan, one per (experiment, backbone, n) -> methods of ``wanted``: the
+    methods on the backbone brought to n seeds, the new ones continuing after the experiment's last seed;
+    none where they have that many already."""
+    plan = []
+    for (experiment, backbone, n), methods in wanted.items():
+        seeds = list(grid.experiment(experiment).seeds or [])
+        new = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
+        if new:
+            plan.append(
+                dict(experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + new, new=new)
+            )
+    return plan
 
 
 #: A string YAML may read unquoted in a flow collection, if it also reads back as that string (not

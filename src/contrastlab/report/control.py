@@ -83,10 +83,7 @@ def published_metrics(experiment: str) -> pd.DataFrame:
             rows.append((PRETRAINED, b, m, None, t, v))
             continue
         rows += [(experiment, b, m, FIRST_SEED + i, t, v) for i in range(max(int(k), 2))]
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame["seed"] = frame["seed"].astype("Int64")
-    frame["score"] = frame["score"].astype(float)
-    return frame
+    return pd.DataFrame(rows, columns=COLUMNS).astype({"seed": "Int64", "score": float})
 
 
 def control_grid(grid: Grid, experiment: str) -> Grid:

@@ -27,7 +27,7 @@ from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
-from contrastlab.report.claims import all_claims, evaluate_claim, seed_step
+from contrastlab.report.claims import all_claims, evaluate_claim, seed_steps
 from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
@@ -91,8 +91,7 @@ def claim_structure(
     control's frames per experiment, shared between claims; ``measured``: pools' σ that replace the prior."""
     name = claim["experiment"]
     experiment = grid.every_experiment.get(name)
-    why_not = _not_simulated(claim, experiment)
-    if why_not:
+    if why_not := _not_simulated(claim, experiment):
         return why_not
     control = _control(grid, name, {} if cache is None else cache)
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
@@ -100,12 +99,8 @@ def claim_structure(
     result = evaluate_claim(claim, metrics, control["grid"])
     ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
     stratum_of = functools.partial(cell_stratum, grid, name)
-    rows = _part_rows(
-        result.parts,
-        {**control["values"], **text},
-        lambda backbone: ours_backbone(backbone, experiment, ours_for),
-        stratum_of,
-    )
+    ours_of = functools.partial(ours_backbone, experiment=experiment, ours_for=ours_for)
+    rows = _part_rows(result.parts, {**control["values"], **text}, ours_of, stratum_of)
     measured = measured or {}
     try:  # each cell's σ: its pool's as the runs measured it (measured_noise), else its metric's prior
         pool_keys = [(name, b, task, stratum_of(b, method)) for b, method, task in rows.cells]
@@ -251,14 +246,11 @@ def _control(grid: Grid, experiment: str, cache: dict) -> dict[str, Any]:
     """The control's metrics, grid (:func:`~contrastlab.report.control.control_grid`) and published cell
     values of ``experiment``, once per ``cache``."""
     if experiment not in cache:
-        cells = published_cells(experiment)
+        cells = published_cells(experiment).set_index(["backbone", "method", "task"])
         cache[experiment] = dict(
             metrics=published_metrics(experiment),
             grid=control_grid(grid, experiment),
-            values={
-                (b, m, t): float(v)
-                for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False)
-            },
+            values=cells["value"].astype(float).to_dict(),
         )
     return cache[experiment]
 
@@ -512,7 +504,7 @@ def power_notes(
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
     """What ``make add-seeds TARGET=power`` runs: each cell of the claims not decidable at the configured
     seeds but within :data:`MAX_SEEDS`, brought to the most ``seeds_needed`` of its claims, as
-    :func:`~.claims.seed_step` steps (a sweep's ``@best`` selects every point of its sweep)."""
+    :func:`~.claims.seed_steps` (a sweep's ``@best`` selects every point of its sweep)."""
     target: dict[tuple[str, str, str], int] = {}
     for power in powers:
         if power.decidable or not power.seeds_needed:
@@ -522,8 +514,4 @@ def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, 
     steps: dict[tuple[str, str, int], list[str]] = {}
     for (experiment, backbone, method), n in sorted(target.items()):
         steps.setdefault((experiment, backbone, n), []).append(method)
-    plan = [
-        seed_step(grid, experiment, backbone, methods, n)
-        for (experiment, backbone, n), methods in steps.items()
-    ]
-    return [step for step in plan if step]
+    return seed_steps(grid, steps)

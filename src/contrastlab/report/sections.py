@@ -260,11 +260,9 @@ def report_blocks(
     blocks += sections or []  # e.g. the comparison tables of the user's losses
     for rest in searches.values():  # searches of experiments of no paper
         blocks += rest
-    other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
-    if other:
+    if other := [f for f in figures if paper_of(f["name"]) not in PAPERS]:
         blocks += [Heading(2, "Other figures"), *_figure_blocks(other, base)]
-    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]
-    if orphans:
+    if orphans := [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]:
         blocks += [Heading(2, "Other tables"), *_tables_blocks(orphans, base)]
     return blocks + _run_blocks(grid, metrics_root, results_dir) + cite_blocks()
 
@@ -423,9 +421,8 @@ def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
         ),
     ]
     for name in experiments:
-        exp = grid.experiment(name).spec
         rows = [{title: d[key] for key, title in DEVIATION_COLUMNS.items()} for d in deviations(grid, name)]
-        blocks += [Heading(4, exp.get("title") or name), rows_table(rows)]
+        blocks += [Heading(4, grid.experiment(name).spec.get("title") or name), rows_table(rows)]
     return blocks
 
 
