@@ -111,27 +111,24 @@ def _compress(kind: str, text: str) -> bytes:
     return buffer.getvalue()
 
 
-def _faults(fault: str, said: str, cases: list[tuple]) -> list:
-    """Each case a parameter named by its first value and marked as ``fault``, answered ``said`` (both
-    formatted with the case's values)."""
-    return [
-        pytest.param(*case, id=case[0], marks=pytest.mark.fault(fault.format(*case), said.format(*case)))
-        for case in cases
-    ]
-
-
-COMPRESSED = [
-    ("gzip", ".gz", "gunzip -k"),
-    ("bz2", ".bz2", "bunzip2 -k"),
-    ("xz", ".xz", "unxz -k"),
-    ("zstd", ".zst", "unzstd"),
-    ("zip", ".zip", "unzip"),
-]
-
-
 @pytest.mark.parametrize(
     ("kind", "suffix", "fix"),
-    _faults("{}-compressed corpus (M7)", "refused in one line: decompress it", COMPRESSED),
+    [
+        pytest.param(
+            kind,
+            suffix,
+            fix,
+            marks=pytest.mark.fault(f"{kind}-compressed corpus (M7)", "refused in one line: decompress it"),
+            id=kind,
+        )
+        for kind, suffix, fix in [
+            ("gzip", ".gz", "gunzip -k"),
+            ("bz2", ".bz2", "bunzip2 -k"),
+            ("xz", ".xz", "unxz -k"),
+            ("zstd", ".zst", "unzstd"),
+            ("zip", ".zip", "unzip"),
+        ]
+    ],
 )
 def test_a_compressed_corpus_is_named_compressed_with_the_command_to_decompress_it(
     tmp_path, observed, kind, suffix, fix
@@ -145,16 +142,22 @@ def test_a_compressed_corpus_is_named_compressed_with_the_command_to_decompress_
     observed(message[message.index("is ") :][:110])
 
 
-UTF = [
-    ("utf-16", "utf-16"),  # with its byte-order mark
-    ("utf-16-le", "utf-16le"),  # no mark: every other byte NUL
-    ("utf-16-be", "utf-16be"),
-    ("utf-32", "utf-32"),
-]
-
-
 @pytest.mark.parametrize(
-    ("encoding", "source"), _faults("{} corpus (M7)", "refused in one line: iconv -f {1}", UTF)
+    ("encoding", "source"),
+    [
+        pytest.param(
+            encoding,
+            source,
+            marks=pytest.mark.fault(f"{encoding} corpus (M7)", "refused in one line: iconv -f " + source),
+            id=encoding,
+        )
+        for encoding, source in [
+            ("utf-16", "utf-16"),  # with its byte-order mark
+            ("utf-16-le", "utf-16le"),  # no mark: every other byte NUL
+            ("utf-16-be", "utf-16be"),
+            ("utf-32", "utf-32"),
+        ]
+    ],
 )
 def test_a_utf16_corpus_is_named_with_the_iconv_that_converts_it(corpus, observed, encoding, source):
     corpus.write_bytes(("caf\u00e9 " + _TEXT).encode(encoding))
@@ -165,20 +168,35 @@ def test_a_utf16_corpus_is_named_with_the_iconv_that_converts_it(corpus, observe
     observed(message[message.index("is ") :][:110])
 
 
-CONVERTED = [
-    ("gzip", "gzip file", "binary garbage, not text: a gzip-compressed file put through iconv -f latin1"),
-    ("utf-16", "UTF-16 file", "binary garbage, not text: a UTF-16 text file put through iconv -f latin1"),
-    ("gzip-headless", "gzip file, its first line cut", "control characters, NULs or U+FFFD (first: line 1)"),
-]
-
-
 @pytest.mark.parametrize(
-    ("name", "original", "expected"),
-    _faults("{1} put through iconv -f latin1 (M7)", "refused in one line", CONVERTED),
+    ("original", "expected"),
+    [
+        pytest.param(
+            original,
+            expected,
+            marks=pytest.mark.fault(f"{original} put through iconv -f latin1 (M7)", "refused in one line"),
+            id=name,
+        )
+        for name, original, expected in [
+            (
+                "gzip",
+                "gzip file",
+                "binary garbage, not text: a gzip-compressed file put through iconv -f latin1",
+            ),
+            (
+                "utf-16",
+                "UTF-16 file",
+                "binary garbage, not text: a UTF-16 text file put through iconv -f latin1",
+            ),
+            (
+                "gzip-headless",
+                "gzip file, its first line cut",
+                "control characters, NULs or U+FFFD (first: line 1)",
+            ),
+        ]
+    ],
 )
-def test_a_binary_file_converted_as_latin1_is_refused_as_garbage(
-    tmp_path, observed, name, original, expected
-):
+def test_a_binary_file_converted_as_latin1_is_refused_as_garbage(tmp_path, observed, original, expected):
     import gzip
     import random
 
