@@ -80,8 +80,14 @@ def read_config(path: str | Path) -> dict:
     not YAML or UTF-8 text (what the parser expected, at which line and column: Snakemake's answer names
     neither the file nor the line, and the scripts' was PyYAML's traceback) or holds no keys at its top
     level (Snakemake's answer to that names no file)."""
-    try:
-        config = read_yaml(path)
+    try:  # one parse: the document's node answers the written-twice check, its objects the config
+        with open(path, encoding="utf-8") as handle:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(handle)
+            try:
+                node = loader.get_single_node()
+                config = None if node is None else loader.construct_document(node)
+            finally:
+                loader.dispose()
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ConfigError(
             f"config file {path} is not valid YAML: {yaml_error_text(error)}; fix it there, or pass another "
@@ -92,8 +98,6 @@ def read_config(path: str | Path) -> dict:
             f"config file {path} holds no key: value lines at its top level; write the config's keys there "
             f"(as config.yaml does), or pass another --configfile {PRESETS}"
         )
-    with open(path, encoding="utf-8") as handle:
-        node = yaml.compose(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if twice := _key_written_twice(node, ""):
         key, first, second = twice
         raise ConfigError(
