@@ -152,8 +152,9 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
 
 
 def with_fix(error: ValueError) -> str:
-    """A loss's bound, ``"<loss>: <key> must be <bound>, got <value>"``, followed by the fix."""
-    bound = str(error).partition(" must be ")[2].rpartition(", got ")[0]
+    """A loss's bound, ``"<loss>: <key> must be <bound>, got <value>"``, followed by the fix (the bound
+    :func:`contrastlab.losses.catalog.check_hyperparameters` keeps on its error)."""
+    bound = getattr(error, "bound", "")
     if not bound or bound.startswith("one of"):  # the choices are the fix
         return str(error)
     return f"{error}; set it to {bound if bound.startswith(('a ', 'true')) else 'a value ' + bound}"

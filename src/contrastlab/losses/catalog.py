@@ -97,9 +97,17 @@ DUALTEMP_NEGATIVES = ("other_view", "both_views")
 _POSITIVE = ("tau", "tau_beta", "tau0", "t", "r", "gamma", "eps")
 
 
+def _out_of_bounds(name: str, key: str, bound: str, value: object) -> ValueError:
+    """``"<loss>: <key> must be <bound>, got <value>"``, with the ``bound`` kept on the error for whoever
+    names the fix (:func:`contrastlab.config.schema.with_fix`)."""
+    error = ValueError(f"{name}: {key} must be {bound}, got {value!r}")
+    error.bound = bound
+    return error
+
+
 def _number(name: str, key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name}: {key} must be a finite number, got {value!r}")
+        raise _out_of_bounds(name, key, "a finite number", value)
     return float(value)
 
 
@@ -116,24 +124,24 @@ def check_hyperparameters(name: str, hp: dict[str, object]) -> dict[str, object]
     for key, value in hp.items():
         if key in ("gd", "reweight"):
             if not isinstance(value, bool):
-                raise ValueError(f"{name}: {key} must be true or false, got {value!r}")
+                raise _out_of_bounds(name, key, "true or false", value)
             out[key] = value
         elif key in ("weight", "negatives"):
             valid = WEIGHTS[name] if key == "weight" else DUALTEMP_NEGATIVES
             if value not in valid:
-                raise ValueError(f"{name}: {key} must be one of {', '.join(valid)}, got {value!r}")
+                raise _out_of_bounds(name, key, f"one of {', '.join(valid)}", value)
             out[key] = value
         elif key == "r" and value is None and name != "paradigm":
             out[key] = None
         else:
             v = _number(name, key, value)
             if (key in _POSITIVE or (key == "alpha" and name == "align_uniform")) and v <= 0:
-                raise ValueError(f"{name}: {key} must be > 0, got {value!r}")
+                raise _out_of_bounds(name, key, "> 0", value)
             if key in ("lam", "alpha", "mu", "nu") and v < 0:
-                raise ValueError(f"{name}: {key} must be >= 0, got {value!r}")
+                raise _out_of_bounds(name, key, ">= 0", value)
             if key == "lam" and name == "align_uniform" and v > 1:
-                raise ValueError(f"{name}: lam must be in [0, 1], got {value!r}")
+                raise _out_of_bounds(name, "lam", "in [0, 1]", value)
             if key == "u" and not 0 <= v < math.pi:
-                raise ValueError(f"{name}: u must be in [0, pi) radians, got {value!r}")
+                raise _out_of_bounds(name, "u", "in [0, pi) radians", value)
             out[key] = v
     return out
