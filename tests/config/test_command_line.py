@@ -20,7 +20,13 @@ from snakemake_interface_executor_plugins.utils import format_cli_arg
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
-from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem, profile_files
+from contrastlab.config.invocation import (
+    check_image,
+    config_entry_problem,
+    configfile_problem,
+    profile_files,
+    read_config,
+)
 from contrastlab.paths import REPO_ROOT
 from tests.config.test_refused_at_validation import DEMO, _config, refused
 from tests.e2e.test_dryrun import folders
@@ -318,6 +324,14 @@ def test_a_key_written_twice_is_named_in_one_line(tmp_path, text, key, lines):
     )
     assert configfile_problem(["--configfile", str(bad)]) == line
     assert refused(cl_config.load, bad) == line
+
+
+def test_a_merge_key_override_is_no_key_written_twice(tmp_path):
+    """``<<: *anchor`` then a key of the anchor's: YAML's override, not a repeat (the check reads the
+    document before its merges are flattened)."""
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("base: &b {x: 1}\nother:\n  <<: *b\n  x: 2\n")
+    assert read_config(merged) == {"base": {"x": 1}, "other": {"x": 2}}
 
 
 @pytest.mark.parametrize("command", ["snakemake", "plan"])

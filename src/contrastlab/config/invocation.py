@@ -85,6 +85,8 @@ def read_config(path: str | Path) -> dict:
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(handle)
             try:
                 node = loader.get_single_node()
+                # asked before the objects are built: building flattens `<<:` merges into the node
+                twice = None if node is None else _key_written_twice(node, "")
                 config = None if node is None else loader.construct_document(node)
             finally:
                 loader.dispose()
@@ -98,7 +100,7 @@ def read_config(path: str | Path) -> dict:
             f"config file {path} holds no key: value lines at its top level; write the config's keys there "
             f"(as config.yaml does), or pass another --configfile {PRESETS}"
         )
-    if twice := _key_written_twice(node, ""):
+    if twice:
         key, first, second = twice
         raise ConfigError(
             f"config file {path}: key {key} is written twice (lines {first} and {second}); YAML would keep "
