@@ -25,8 +25,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from contrastlab.workflow.job_start import locked_elsewhere
-
 #: The control program of NVIDIA's Multi-Process Service (from the driver's utilities).
 MPS_CONTROL = "nvidia-cuda-mps-control"
 #: Seconds a control command may take (starting the daemon, ``quit``).
@@ -66,7 +64,14 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 def _in_use(folder: Path) -> bool:
     """Whether a running job holds the daemon of ``folder`` (a shared lock on its ``users`` file)."""
-    return locked_elsewhere(os.open(folder / "users", os.O_RDONLY | os.O_CREAT, 0o600), fcntl.LOCK_EX)
+    fd = os.open(folder / "users", os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # any error, not only "busy" (job_start.locked_elsewhere): never quit a daemon unproven
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _control(folder: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
