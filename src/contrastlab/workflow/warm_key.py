@@ -106,14 +106,18 @@ def cold_by_setting(env: dict[str, str] | os._Environ) -> str | None:
     return None
 
 
+#: Hex digits of a starter's key (:func:`starter_key`), its socket's name.
+KEY_DIGITS = 16
+
+
 def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
     """The starter's socket for this interpreter, its installed packages and ``env``: in
     ``<tmp>/contrastlab-warm-<uid>`` (``/tmp``'s where ``<tmp>`` is too deep for the 107 bytes of a socket's
     address), created 0700; ``None`` where that folder is another user's or open to others (a socket there
     could be someone else's, and it would receive this job's environment)."""
-    key = starter_key(env)
     folder = Path(tempfile.gettempdir()) / f"contrastlab-warm-{os.getuid()}"
-    if len(os.fsencode(folder / f"{key}.sock.{2**22}")) > 107:  # the starter binds <socket>.<pid> first
+    longest = f"{'0' * KEY_DIGITS}.sock.{2**22}"  # the starter binds <socket>.<pid> first
+    if len(os.fsencode(folder / longest)) > 107:
         folder = Path("/tmp", folder.name)
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
@@ -122,7 +126,7 @@ def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
         return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
-    return folder / f"{key}.sock"
+    return folder / f"{starter_key(env)}.sock"
 
 
 def starter_key(env: dict[str, str] | os._Environ) -> str:
@@ -142,7 +146,7 @@ def starter_key(env: dict[str, str] | os._Environ) -> str:
     )
     interpreter = [os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(site)]
     text = json.dumps([*interpreter, installed, list(PRELOAD), kept, inherited()], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_DIGITS]
 
 
 def inherited() -> dict[str, object]:
