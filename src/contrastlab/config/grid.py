@@ -452,7 +452,9 @@ class Grid:
     def experiment(self, name: str) -> Experiment:
         """What the config says of experiment ``name`` (:class:`Experiment`; an empty view for a name
         the config does not have), built once."""
-        return self._views.setdefault(name, Experiment(name, self.config))
+        if name not in self._views:
+            self._views[name] = Experiment(name, self.config)
+        return self._views[name]
 
     def backbone(self, alias: str) -> Mapping[str, Any]:
         """The spec of backbone ``alias`` (``hf_id``, ``path``, ``random``, ``vision``, ...)."""
