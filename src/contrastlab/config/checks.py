@@ -221,20 +221,23 @@ def _check_random_bert(sizes: Mapping[str, Any], where: str) -> None:
 
 def _check_named_experiments(config: Mapping[str, Any]) -> None:
     """``mteb.experiments`` and the stand-ins' experiments: configured ones, or a paper's a preset cut
-    (rules/common.smk skips them); a stand-in of a configured one is one of its backbones."""
+    (rules/common.smk skips them); a stand-in of a configured one is one of its backbones, or a backbone
+    the config defines that this experiment leaves out (then unused)."""
     experiments = config["experiments"]
     named = [("mteb.experiments", e) for e in (config.get("mteb") or {}).get("experiments") or []]
     stand_ins = (config.get("tables") or {}).get("verdict_stand_ins") or {}
     named += [(f"tables.verdict_stand_ins.{e}", e) for e in stand_ins]
+    papers = {t.experiment for t in TABLES.values()}
     for where, name in named:
-        if name not in experiments and name not in {t.experiment for t in TABLES.values()}:
+        if name not in experiments and name not in papers:
             raise ConfigError(
                 f"config key {where}: unknown experiment {name!r} (typo?); name one of the config's "
                 f"experiments ({', '.join(experiments)})"
             )
-    for name, toys in stand_ins.items():  # a backbone the config defines but this experiment left out: unused
+    for name, toys in stand_ins.items():
         theirs = (experiments.get(name) or {}).get("backbones") or list(toys)
-        if toy := next((b for b in toys if b not in [*theirs, *(config.get("backbones") or {})]), None):
+        known = {*theirs, *(config.get("backbones") or {})}
+        if toy := next((b for b in toys if b not in known), None):
             raise ConfigError(
                 f"config key tables.verdict_stand_ins.{name}.{toy}: not a backbone of experiments.{name} "
                 f"({', '.join(theirs)}); name one of them"

@@ -306,9 +306,9 @@ def planned_seconds(
 
 
 def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration, dev_sentences: int):
-    """From the summaries and benchmark files in ``results``: the cells' rows (:func:`_cell_row`), the
-    jobs' rows of the actual-against-plan table (priced with ``shipped``) and the encoding jobs' wall
-    and encoding seconds."""
+    """From the summaries and benchmark files in ``results``: the cells' rows
+    (:func:`~contrastlab.cost.gpu_report.cell_row`), the jobs' rows of the actual-against-plan table (priced
+    with ``shipped``) and the encoding jobs' wall and encoding seconds."""
     costs = read_job_costs(results, skipped=[])
     walls = {(j.rule, j.cell): j.seconds for j in costs}
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
