@@ -166,11 +166,10 @@ def _one_step(tmp_path, precision: str, *, old_path: bool = False, device: str =
     loss_fn, encoder = build_loss("infonce"), (_Mask2d(model) if old_path else model)
     ids, mask = (x.to(device) for x in _batches(1, full_width=False)[0])
 
-    def step():
-        with run.step_context():
-            options = dict(autocast=run.autocast, with_stats=False, scale=run.scale)
-            train_step(encoder, head, loss_fn, [(ids, mask)], **options)
-            return run.optimizer_step(optimizer, params, 1.0)
+    def step():  # the trainer's eager update (capture.sentence_update), its grad norm
+        parts = (encoder, head, loss_fn, optimizer, params)
+        options = dict(autocast=run.autocast, head_autocast=False, clip_norm=1.0)
+        return capture.sentence_update(run, train_step, parts, [(ids, mask)], **options)[3]
 
     step()
     return step

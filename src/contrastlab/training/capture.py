@@ -281,14 +281,16 @@ def _host_syncs_raise(enabled: bool) -> Iterator[None]:
         torch.cuda.set_sync_debug_mode(before)
 
 
-def sentence_step(run, train_step, parts, chunks, *, autocast, head_autocast, clip_norm, zero_grad=True):
-    """The sentence trainer's step on the encoder micro-batches ``chunks`` (``[(ids, mask), ...]``):
-    ``train_step`` (passed in: that module imports this one) without statistics under the run's step
-    context, then :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`. ``parts`` = (encoder,
-    head, loss_fn, optimizer, params). Returns (loss output, h1, h2, grad norm); no host sync."""
+def sentence_update(run, train_step, parts, chunks, *, autocast, head_autocast, clip_norm, zero_grad=True):
+    """One update of the sentence trainer on the encoder micro-batches ``chunks`` (``[(ids, mask), ...]``):
+    ``train_step`` (:func:`contrastlab.training.sentence_step.train_step`, passed in as its caller names it,
+    so that a test replacing ``sentence.train_step`` reaches this step) under the run's step context, without
+    statistics (the trainer takes them at log steps only, after the step), then
+    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`. ``parts`` = (encoder, head, loss_fn,
+    optimizer, params). Returns (loss output, h1, h2, grad norm); no host sync."""
     encoder, head, loss_fn, optimizer, params = parts
+    options = dict(autocast=autocast, with_stats=False, scale=run.scale, head_autocast=head_autocast)
     with run.step_context():
-        options = dict(autocast=autocast, with_stats=False, scale=run.scale, head_autocast=head_autocast)
         out, h1, h2 = train_step(encoder, head, loss_fn, chunks, **options)
         grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=zero_grad)
     return out, h1, h2, grad_norm
@@ -297,13 +299,13 @@ def sentence_step(run, train_step, parts, chunks, *, autocast, head_autocast, cl
 def capture_sentence_step(
     run, train_step, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
 ) -> CapturedStep:
-    """:func:`sentence_step` on one batch as a :class:`CapturedStep` (:func:`prepare_capture`), the
+    """:func:`sentence_update` on one batch as a :class:`CapturedStep` (:func:`prepare_capture`), the
     gradients left in place. Called with a batch it returns (loss output, h1, h2, grad norm)."""
     options = dict(autocast=prepare_capture(run, optimizer), head_autocast=head_autocast, clip_norm=clip_norm)
     parts = (model, head, loss_fn, optimizer, params)
 
     def body(ids, mask):
-        return sentence_step(run, train_step, parts, [(ids, mask)], zero_grad=False, **options)
+        return sentence_update(run, train_step, parts, [(ids, mask)], zero_grad=False, **options)
 
     zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
     return CapturedStep(body, first, step_state(run, optimizer, model, head), zero_grad, run.device)

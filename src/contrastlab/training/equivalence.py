@@ -39,7 +39,7 @@ from contrastlab.models.packed import PaddingFree
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 from contrastlab.training.sentence_step import ADAMW as TRAINER_ADAMW
-from contrastlab.training.sentence_step import CLIP_NORM
+from contrastlab.training.sentence_step import CLIP_NORM, train_step
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 #: How far the typical gap to the reference runs may exceed their own typical gap (:func:`within_spread`).
@@ -112,10 +112,8 @@ def training_step(
 ):
     """The sentence trainer's step as a callable ``(ids, mask) -> loss output``: captured once as a CUDA
     graph (``graph``; warmed up on ``first``, :func:`~contrastlab.training.capture.capture_sentence_step`)
-    or eager (:func:`~contrastlab.training.capture.sentence_step`, as the trainer runs it), the
+    or eager (:func:`~contrastlab.training.capture.sentence_update`, as the trainer runs it), the
     encoder padding-free with ``padding_free`` (eager only, as in the trainer)."""
-    from contrastlab.training.sentence import train_step  # sentence imports this module's siblings
-
     if padding_free and graph:
         raise ValueError("padding_free runs the eager step: its token count changes every batch")
     if graph:
@@ -126,10 +124,11 @@ def training_step(
     draws = padding_free if isinstance(padding_free, str) else "padded"
     encoder = PaddingFree(model, dropout_draws=draws) if padding_free else model
 
+    parts = (encoder, head, loss_fn, optimizer, params)
+    options = dict(autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM)
+
     def step(ids, mask):
-        parts = (encoder, head, loss_fn, optimizer, params)
-        options = dict(autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM)
-        return capture.sentence_step(run, train_step, parts, [(ids, mask)], **options)[0]
+        return capture.sentence_update(run, train_step, parts, [(ids, mask)], **options)[0]
 
     return step
 

@@ -476,7 +476,7 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
     pieces = (parts.encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
     options = dict(autocast=run.autocast, head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
     try:
-        return capture.sentence_step(run, train_step, pieces, chunks, **options)
+        return capture.sentence_update(run, train_step, pieces, chunks, **options)
     except torch.OutOfMemoryError as err:
         raise MemoryError(
             f"out of memory at step {step} on {run.describe()['device_name']} with batch_size "
