@@ -119,22 +119,22 @@ def test_command_line_hyperparameters_are_typed_as_in_a_file(observed):
 
 
 # --- G6: a value the loss cannot take is refused at validation, naming the key -------------------------
-BOUNDS = [  # (where below experiments, the key, its value, the loss, the value the loss is given)
-    ("nie2023.methods.cl.hp", "tau", 0, "infonce", 0),
-    ("nie2023.methods.cl.hp", "tau", -0.05, "infonce", -0.05),
-    ("nie2023.methods.cl.per_backbone.minilm.hp", "tau", 0.0, "infonce", 0.0),
-    ("nie2023.methods.au.hp", "lam", 1.5, "align_uniform", 1.5),
-    ("nie2023.methods.arc.hp", "u", 4.0, "arccon", 4.0),
-    ("macl_cifar10.methods.macl.hp", "reweight", "maybe", "macl_vision", "maybe"),
-    ("li2024_fig6_tau.sweep", "hp.tau", [0.05, 0], "paradigm", 0),
+BOUNDS = [  # (where below experiments, the key, its value, the loss, the value the loss is given, the fix)
+    ("nie2023.methods.cl.hp", "tau", 0, "infonce", 0, "a value > 0"),
+    ("nie2023.methods.cl.hp", "tau", -0.05, "infonce", -0.05, "a value > 0"),
+    ("nie2023.methods.cl.per_backbone.minilm.hp", "tau", 0.0, "infonce", 0.0, "a value > 0"),
+    ("nie2023.methods.au.hp", "lam", 1.5, "align_uniform", 1.5, "a value in [0, 1]"),
+    ("nie2023.methods.arc.hp", "u", 4.0, "arccon", 4.0, "a value in [0, pi) radians"),
+    ("macl_cifar10.methods.macl.hp", "reweight", "maybe", "macl_vision", "maybe", "true or false"),
+    ("li2024_fig6_tau.sweep", "hp.tau", [0.05, 0], "paradigm", 0, "a value > 0"),
 ]
 
 
 @pytest.mark.fault(
     "a loss hyperparameter out of the loss's bounds (tau <= 0, ...)", "refused at validation naming the key"
 )
-@pytest.mark.parametrize(("where", "key", "value", "loss", "given"), BOUNDS)
-def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value, loss, given, observed):
+@pytest.mark.parametrize(("where", "key", "value", "loss", "given", "fix"), BOUNDS)
+def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value, loss, given, fix, observed):
     from contrastlab.losses import build_loss
 
     overlay: dict = {key: value}
@@ -144,7 +144,7 @@ def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value,
     observed(message)
     with pytest.raises(ValueError) as built:  # the loss's own check: validation states the same bound
         build_loss(loss, **{key.removeprefix("hp."): given})
-    assert message.startswith(f"config key experiments.{where}.{key}: {built.value}; set it to "), message
+    assert message == f"config key experiments.{where}.{key}: {built.value}; set it to {fix}", message
 
 
 # --- a sweep's or a search grid's value is one the setting it sets takes (it reached the job as 'ten') ---

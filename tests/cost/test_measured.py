@@ -278,10 +278,21 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     cell = "gpu_check/bert-base-random/bf16/seed42"
     train_log(r, cell, "cuda", 2.5)
     log = r / "checkpoints" / cell / "train_log.jsonl"
-    seconds = (10.5, 9.0, 2.0, 3.0, 5.0, 1.5, 5.0, 3.9, 1.7, 0.4, 1.0, 43.0)
-    logged = "interpreter imports cuda_init data model_load setup first_step steps dev snapshots writes total"
-    shown = "interpreter,imports,CUDA,data,model,setup,1st step,steps,dev,snapshots,writes,total".split(",")
-    phases = {f"{phase}_s": s for phase, s in zip(logged.split(), seconds, strict=True)}
+    timings = [  # (the phase's key in the log's end record, its column in the report, its seconds)
+        ("interpreter_s", "interpreter", 10.5),
+        ("imports_s", "imports", 9.0),
+        ("cuda_init_s", "CUDA", 2.0),
+        ("data_s", "data", 3.0),
+        ("model_load_s", "model", 5.0),
+        ("setup_s", "setup", 1.5),
+        ("first_step_s", "1st step", 5.0),
+        ("steps_s", "steps", 3.9),
+        ("dev_s", "dev", 1.7),
+        ("snapshots_s", "snapshots", 0.4),
+        ("writes_s", "writes", 1.0),
+        ("total_s", "total", 43.0),
+    ]
+    phases = {key: s for key, _, s in timings}
     start = {"warm": False, "why_cold": "starter refused: CUDA driver loaded by imports"}
     end = {"event": "end", "steps": 300, "peak_gpu_memory_gib": 2.5, "phases": phases, "start": start}
     log.write_text(log.read_text() + json.dumps(end) + "\n")
@@ -289,7 +300,7 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"))  # a log without phases: no row
     train_log(r, CL, "cpu", None)
     rows = per_training_job(read_job_costs(r))
-    timed = {column: str(s) for column, s in zip(shown, seconds, strict=True)}
+    timed = {column: str(s) for _, column, s in timings}
     start_column = {"start": "cold (starter refused: CUDA driver loaded by imports)"}
     assert rows == [{"job": f"train {cell}", **start_column, **timed, "outside": "36.0", "job wall": "45.2"}]
     lines = cost_lines(r)

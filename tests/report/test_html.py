@@ -88,18 +88,44 @@ def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
     assert blue.sum() > 50, int(blue.sum())
 
 
-#: A paper's claims table: (claim, verdict word, its head and reasoning, numbers) per row.
+#: A paper's claims table: (claim, verdict word, its head and reasoning, numbers, the verdict cell's markup)
+#: per row.
 CLAIM_ROWS = [
-    ("A beats B", "not reproduced", "", ": 1 of 2 parts contradicted (Holm-corrected)", "+3.52 ± ?"),
-    ("G beats H", "paper unsupported", "", ": not reproduced, as on the paper's own tables", "-1.20 ± 0.50"),
-    ("C beats D", "reproduced", "", "", "+1.00 ± 0.50"),
-    ("E beats F", "not run", "", "", "–"),
     (
+        "A beats B",
+        "not reproduced",
+        "",
+        ": 1 of 2 parts contradicted (Holm-corrected)",
+        "+3.52 ± ?",
+        '<td><details class="why"><summary><span class="badge v-not-reproduced">not reproduced</span>'
+        "</summary><div>1 of 2 parts contradicted (Holm-corrected)</div></details></td>",
+    ),
+    (
+        "G beats H",
+        "paper unsupported",
+        "",
+        ": not reproduced, as on the paper's own tables",
+        "-1.20 ± 0.50",
+        '<td><details class="why"><summary><span class="badge v-paper-unsupported">paper unsupported</span>'
+        "</summary><div>not reproduced, as on the paper's own tables</div></details></td>",
+    ),
+    (
+        "C beats D",
+        "reproduced",
+        "",
+        "",
+        "+1.00 ± 0.50",
+        '<td><span class="badge v-reproduced">reproduced</span></td>',
+    ),
+    ("E beats F", "not run", "", "", "–", '<td><span class="badge v-not-run">not run</span></td>'),
+    (  # the share of parts run stays on the line
         "I beats J",
         "undecided",
         " (2/12 parts run)",
         ": needs ≥ 2 seeds per cell to measure the noise",
         "+0.50 ± ?",
+        '<td><details class="why"><summary><span class="badge v-undecided">undecided</span> (2/12 parts run)'
+        "</summary><div>needs ≥ 2 seeds per cell to measure the noise</div></details></td>",
     ),
 ]
 CONSTRUCTED = [
@@ -112,7 +138,7 @@ CONSTRUCTED = [
     ),
     Table(
         ["claim", "verdict", "numbers"],
-        [[c, Verdict(w.replace(" ", "-"), w, head, tail), n] for c, w, head, tail, n in CLAIM_ROWS],
+        [[c, Verdict(w.replace(" ", "-"), w, head, tail), n] for c, w, head, tail, n, _ in CLAIM_ROWS],
     ),
     Table(
         ["Method", "", "BERT-base STS.Avg"],
@@ -133,10 +159,8 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     page = render_html(CONSTRUCTED, tmp_path)
     # claim verdicts: the word inside a badge of its kind ("not reproduced" is not "reproduced"); a verdict
     # with reasoning is one line (the share of parts run stays on it), its reasoning folded under it
-    for _, word, head, tail, _ in CLAIM_ROWS:
-        badge = f'<span class="badge v-{word.replace(" ", "-")}">{word}</span>'
-        folded = f'<details class="why"><summary>{badge}{head}</summary><div>{tail[2:]}</div></details>'
-        assert f"<td>{folded if tail else badge}</td>" in page, word
+    for *_, expected in CLAIM_ROWS:
+        assert expected in page, expected
     # the grid's seed-noise markers, each in a badge titled with its word; "not run" outside a verdict
     # column and the "± ?" of a claim's numbers stay plain
     assert '+1.20 <span class="badge v-above" title="above">▲</span>†' in page

@@ -74,10 +74,10 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
         results.append(load_tokenized_corpus(corpus, tokenizer, 32, tmp_path))
 
     jobs = [threading.Thread(target=job) for _ in range(2)]
-    for job in jobs:
-        job.start()
-    for job in jobs:
-        job.join(timeout=120)
+    for thread in jobs:
+        thread.start()
+    for thread in jobs:
+        thread.join(timeout=120)
     assert len(results) == 2 and len(built) == 1, built
     assert np.array_equal(results[0][0].ids, results[1][0].ids) and results[0][1] == results[1][1]
     assert not list(tmp_path.glob(".*.lock"))  # the soft lock is gone once released

@@ -112,6 +112,12 @@ def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess
     return subprocess.run(argv, cwd=cwd or root, env=env, capture_output=True, timeout=120, **run)
 
 
+def _job(place, report: Path, options: dict) -> tuple[Path, Path, str]:
+    """The script's command after the interpreter: the script, its report file and what it does, as
+    :func:`_run` and :func:`_start` both give them."""
+    return place[0] / "job.py", report, json.dumps(options)
+
+
 def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
     """The script run to its end (on ``cpus`` only, where given), which must succeed: its outcome and its
     report. Its report file and what it does are arguments, so that every run has the starter's environment
@@ -119,7 +125,7 @@ def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.Comple
     report = place[0] / f"report-{time.monotonic_ns()}.json"
     stdin = "from stdin" if options.get("stdin") else None
     affinity = None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
-    job = (place[0] / "job.py", report, json.dumps(options))
+    job = _job(place, report, options)
     done = _python(place, *job, variables=variables, input=stdin, text=True, preexec_fn=affinity)
     assert done.returncode == 0, done.stderr
     return done, json.loads(report.read_text()) if report.exists() else {}
@@ -128,7 +134,7 @@ def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.Comple
 def _start(place, report: Path, variables=None, streams=subprocess.PIPE, **options) -> subprocess.Popen:
     """The script started as :func:`_run` runs it, not waited for, its output to ``streams``."""
     root, env = place
-    command = [sys.executable, str(root / "job.py"), str(report), json.dumps(options)]
+    command = [sys.executable, *map(str, _job(place, report, options))]
     env = {**env, **(variables or {})}
     return subprocess.Popen(command, cwd=root, env=env, stdout=streams, stderr=streams, text=True)
 
