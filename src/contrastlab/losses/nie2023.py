@@ -223,9 +223,10 @@ def _per_anchor_entry(per_anchor, *, hinge: bool):
     def entry(z1: Tensor, z2: Tensor, **hp):
         sim = z1 @ z2.T
         per = per_anchor(sim, **hp)
+        stats = {"align": sim.diagonal().mean()}
         if not hinge:
-            return per.mean(), {"align": sim.diagonal().mean()}
-        stats = {"align": sim.diagonal().mean(), "gd_active": (per > 0).to(per.dtype).mean()}
+            return per.mean(), stats
+        stats["gd_active"] = (per > 0).to(per.dtype).mean()
         return per.clamp_min(0.0).mean(), stats
 
     return entry
