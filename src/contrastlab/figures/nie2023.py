@@ -30,9 +30,9 @@ Negative counts (§3.2): Fig. 2a's four leftmost InfoNCE panels take App. A.3's 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +97,7 @@ _SYMBOLS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Panel:
     """One heatmap: the ``part`` ("alignment" | "uniformity") of ``loss``'s gradient norm with
     ``negatives`` negatives per anchor, in Nie figure ``figure`` ("2a", "2b" or "4")."""
@@ -265,8 +265,13 @@ def gradient_norm_frame(panels: Sequence[Panel], *, points: int = POINTS) -> pd.
             raise ValueError(f"part must be 'alignment' or 'uniformity', got {panel.part!r}")
         fn = alignment_gradient_norm if panel.part == "alignment" else uniformity_gradient_norm
         norm = np.asarray(fn(panel.loss, tp, tn, negatives=panel.negatives), np.float64).ravel()
-        # figure, panel (its position), loss, part, negatives: asdict's figure keeps the first place
-        keys = {"figure": panel.figure, "panel": index, **dataclasses.asdict(panel)}
+        keys = {
+            "figure": panel.figure,
+            "panel": index,
+            "loss": panel.loss,
+            "part": panel.part,
+            "negatives": panel.negatives,
+        }
         frames.append(pd.DataFrame({**keys, **angles, "grad_norm": norm}))
     return pd.concat(frames, ignore_index=True)
 

@@ -34,6 +34,7 @@ from contrastlab.hub.publish import (
     eval_results,
     front_matter,
     paper_tags_of,
+    senteval_fixture,
     snakemake_command,
     training_corpus,
 )
@@ -155,7 +156,7 @@ def model_card(
         ),
         *_evaluation(
             SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe"))
-            + (FIXTURE if data.get("senteval", {}).get("senteval") == "fixture" else ""),
+            + (FIXTURE if senteval_fixture(data) else ""),
             metrics,
             published,
         ),

@@ -53,6 +53,7 @@ __all__ = [
     "mteb_submission",
     "publish",
     "publish_plan",
+    "senteval_fixture",
     "snakemake_command",
     "training_corpus",
 ]
@@ -151,6 +152,11 @@ def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], s
     return ([found[0]] if found else []), url
 
 
+def senteval_fixture(data: Mapping[str, Any]) -> bool:
+    """Whether the cell's scores are on the generated SentEval fixture."""
+    return data.get("senteval", {}).get("senteval") == "fixture"
+
+
 def eval_results(
     metrics: Mapping[str, Any],
     data: Mapping[str, Any],
@@ -169,7 +175,7 @@ def eval_results(
     from huggingface_hub import EvalResult
 
     # the SentEval data the scores come from: its dataset id, revision and how to name it
-    if data.get("senteval", {}).get("senteval") == "fixture":
+    if senteval_fixture(data):
         dataset, revision = "senteval-fixture", None
         label = "contrastlab's generated fixture, not the published data"
     else:

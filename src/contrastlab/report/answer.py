@@ -97,8 +97,11 @@ def not_run_text(results, configfile: str | None) -> str:
     full preset (:data:`FULL_PRESET`) its own command, which resumes the run; on any other, or for a claim
     not configured, the full run's command; "" when every claim ran."""
     missing, outside = (sum(r.kind == kind for r in results) for kind in (NOT_RUN, NOT_CONFIGURED))
-    counts = [f"Not run: {missing} claims whose cells have no metrics in this run"] * bool(missing)
-    counts += [f"not configured: {outside} claims whose cells are outside this preset's grid"] * bool(outside)
+    counts: list[str] = []
+    if missing:
+        counts.append(f"Not run: {missing} claims whose cells have no metrics in this run")
+    if outside:
+        counts.append(f"not configured: {outside} claims whose cells are outside this preset's grid")
     if not counts:
         return ""
     text = "; ".join(counts)
@@ -266,8 +269,11 @@ def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list
         return []
     configfile = configfile or os.environ.get(CONFIGFILES_VARIABLE)
     words = os.environ.get(CONFIG_WORDS_VARIABLE, "")
-    make = f"`make add-seeds CONFIG={configfile}` prints the commands written out"
-    make = "with this run's `--config` words, which `make add-seeds` cannot pass" if words else make
+    make = (
+        "with this run's `--config` words, which `make add-seeds` cannot pass"
+        if words
+        else f"`make add-seeds CONFIG={configfile}` prints the commands written out"
+    )
     run = "`run` is the Snakemake command they share, and each line after it picks its cells"
     rest = "; the last line renders the tables and this report again"
     beyond = sum((r.seeds_needed or 0) > ADD_SEEDS_MAX for r in results if undecided_cells([r], grid))

@@ -133,11 +133,11 @@ def load_claims(paper: str) -> dict[str, Any]:
 
 def all_claims() -> list[dict[str, Any]]:
     """Every claim of every paper, each with its ``paper`` and paper ``file``."""
-    return [
-        {"paper": paper, "file": load_claims(paper)["file"], **claim}
-        for paper in PAPERS
-        for claim in load_claims(paper)["claims"]
-    ]
+    claims: list[dict[str, Any]] = []
+    for paper in PAPERS:
+        data = load_claims(paper)
+        claims += [{"paper": paper, "file": data["file"], **claim} for claim in data["claims"]]
+    return claims
 
 
 @dataclass
@@ -231,7 +231,8 @@ def _in_grid(grid: Grid, claim: dict[str, Any], parts: list[PartResult]) -> bool
     """Whether a rerun of the config could run a part of the claim: every cell of the part (on the claim's
     backbone or its stand-in) in the config's grid, its task scored (``tables.assemble.configured``,
     ``evaluated``); a figure's part: its study in the config, the methods its rows name in the grid."""
-    name, exp = str(claim["experiment"]), grid.experiment(str(claim["experiment"]))
+    name = str(claim["experiment"])
+    exp = grid.experiment(name)
     ours_for = {paper: toy for toy, paper in exp.stand_ins.items()}
 
     def cells_in(backbone: str, cells: list[tuple[str, str]]) -> bool:

@@ -348,8 +348,11 @@ def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATE
     and, when below :data:`TARGET`, the smallest n ≤ :data:`MAX_SEEDS` that reaches it."""
     power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
     power.probability = decided_probability(s, s.seeds, replicates)
-    for n in [s.seeds, *range(max(2, s.seeds + 1), MAX_SEEDS + 1)]:
-        prob = power.probability if n == s.seeds else decided_probability(s, n, replicates)
+    if power.probability >= TARGET:
+        power.seeds_needed, power.probability_needed = s.seeds, power.probability
+        return power
+    for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
+        prob = decided_probability(s, n, replicates)
         if prob >= TARGET:
             power.seeds_needed, power.probability_needed = n, prob
             break

@@ -329,8 +329,8 @@ def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int,
     first = _label_heads(table, has_groups)
     texts, records, last_group = [], [], None
     for rg, row in rows:
+        recs = [index[(rg, row, cg, col)] for cg, col in cols]
         for i, (label, fn) in enumerate(subrows):
-            recs = [index[(rg, row, cg, col)] for cg, col in cols]
             group_cell = [rg if rg != last_group else ""] if has_groups else []
             last_group = rg
             texts.append([*group_cell, row if i == 0 else "", label, *map(fn, recs)])
