@@ -220,15 +220,12 @@ class CapturedStep:
             except BaseException:  # the eager run that follows a failed capture starts from the same state
                 _recover(device, *safe)
                 zero_grad()
-                restore()
-                torch.cuda.set_rng_state(rng, device)
-                for generator, before in drawn:
-                    generator.set_state(before)
                 raise
-            restore()  # after the capture: state the warm-up created now exists and is zeroed
-            torch.cuda.set_rng_state(rng, device)
-            for generator, before in drawn:  # in place: the graph reads the state object it registered
-                generator.set_state(before)
+            finally:
+                restore()  # after a capture: state the warm-up created now exists and is zeroed
+                torch.cuda.set_rng_state(rng, device)
+                for generator, before in drawn:  # in place: the graph reads the state object it registered
+                    generator.set_state(before)
             torch.cuda.synchronize(device)
 
     def __call__(self, *batch: torch.Tensor) -> tuple:
