@@ -246,7 +246,7 @@ def test_restore_puts_tensors_back_in_place_and_zeroes_state_made_since():
         for per_param in optimizer.state.values():
             yield from (v for v in per_param.values() if torch.is_tensor(v))
 
-    restore, storage = capture._Restore(tensors), param.data_ptr()
+    restore, storage = capture._restorer(tensors), param.data_ptr()
     param.grad = torch.ones(2)
     optimizer.step()  # changes the parameter, creates exp_avg, exp_avg_sq, step
     restore()

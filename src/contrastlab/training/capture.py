@@ -153,20 +153,19 @@ def cudnn_benchmark(wanted: bool) -> bool:
     return bool(wanted) and not deterministic
 
 
-class _Restore:
-    """Copies of tensors that warm-up and capture write into, put back in place afterwards (same
-    storage: the graph keeps their addresses). State created during warm-up (a fresh optimizer's
-    moments) is zeroed: that is the state a fresh optimizer starts from."""
+def _restorer(tensors: Callable[[], Iterable[torch.Tensor]]) -> Callable[[], None]:
+    """Copies of ``tensors()`` that warm-up and capture write into, and the function that puts them back in
+    place afterwards (same storage: the graph keeps their addresses). State created during warm-up (a fresh
+    optimizer's moments) is zeroed: that is the state a fresh optimizer starts from."""
+    saved = {id(t): t.detach().clone() for t in tensors()}
 
-    def __init__(self, tensors: Callable[[], Iterable[torch.Tensor]]) -> None:
-        self.tensors = tensors
-        self.saved = {id(t): t.detach().clone() for t in tensors()}
-
-    def __call__(self) -> None:
+    def restore() -> None:
         with torch.no_grad():
-            for t in self.tensors():
-                saved = self.saved.get(id(t))
-                t.copy_(saved) if saved is not None else t.zero_()
+            for t in tensors():
+                before = saved.get(id(t))
+                t.copy_(before) if before is not None else t.zero_()
+
+    return restore
 
 
 class CapturedStep:
@@ -196,7 +195,7 @@ class CapturedStep:
         require_cuda(device)
         self.device = device
         self.inputs = tuple(x.to(device).clone() for x in first)
-        restore, rng = _Restore(state), torch.cuda.get_rng_state(device)
+        restore, rng = _restorer(state), torch.cuda.get_rng_state(device)
         drawn = [(g, g.get_state()) for g in generators]  # each generator's state before the warm-up
         safe = [_graph_safe_rng(device), *(_graph_safe_rng(device, g) for g in generators)]
         # torch.cuda.graph takes its stream and memory pool on the current device: cuda:N's, not cuda:0's
@@ -220,15 +219,12 @@ class CapturedStep:
             except BaseException:  # the eager run that follows a failed capture starts from the same state
                 _recover(device, *safe)
                 zero_grad()
-                restore()
-                torch.cuda.set_rng_state(rng, device)
-                for generator, before in drawn:
-                    generator.set_state(before)
                 raise
-            restore()  # after the capture: state the warm-up created now exists and is zeroed
-            torch.cuda.set_rng_state(rng, device)
-            for generator, before in drawn:  # in place: the graph reads the state object it registered
-                generator.set_state(before)
+            finally:
+                restore()  # after a capture: state the warm-up created now exists and is zeroed
+                torch.cuda.set_rng_state(rng, device)
+                for generator, before in drawn:  # in place: the graph reads the state object it registered
+                    generator.set_state(before)
             torch.cuda.synchronize(device)
 
     def __call__(self, *batch: torch.Tensor) -> tuple:

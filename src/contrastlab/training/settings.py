@@ -17,15 +17,27 @@ _UNSET = object()
 
 
 class Settings:
-    """A trainer's settings dataclass: ``from_dict`` of a flat mapping (unknown keys raise one line
-    naming them, :func:`settings_from_dict`; ``WHAT`` names the settings there) and ``to_dict`` as plain
-    JSON values (mappings as dicts, tuples as lists), so that ``from_dict(to_dict())`` gives them back."""
+    """A trainer's settings dataclass: ``from_dict`` of a flat mapping and ``to_dict`` as plain JSON values
+    (mappings as dicts, tuples as lists), so that ``from_dict(to_dict())`` gives them back."""
 
     WHAT: ClassVar[str]
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
-        return settings_from_dict(cls, values, cls.WHAT)
+        """``cls(**values)``; unknown keys raise one line naming them and the valid ones (``WHAT``: e.g.
+        "vision training"). A whole float for an integer field is that integer: the schema's "integer"
+        takes ``batch_size: 16.0``, which a trainer's slices and ranges do not."""
+        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(types))
+        if unknown:
+            valid = ", ".join(sorted(types))
+            raise ValueError(f"unknown {cls.WHAT} setting(s) {', '.join(unknown)}; valid: {valid}")
+        whole = {
+            name: int(value)
+            for name, value in values.items()
+            if isinstance(value, float) and value.is_integer() and types[name].startswith("int")
+        }
+        return cls(**{**values, **whole})
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -35,22 +47,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
     return list(value) if isinstance(value, tuple) else value
-
-
-def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
-    """``cls(**values)`` for a settings dataclass; unknown keys raise one line naming them and the
-    valid ones (``what``: e.g. "vision training"). A whole float for an integer field is that integer: the
-    schema's "integer" takes ``batch_size: 16.0``, which a trainer's slices and ranges do not."""
-    types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(types))
-    if unknown:
-        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(types))}")
-    whole = {
-        name: int(value)
-        for name, value in values.items()
-        if isinstance(value, float) and value.is_integer() and types[name].startswith("int")
-    }
-    return cls(**{**values, **whole})
 
 
 @functools.cache

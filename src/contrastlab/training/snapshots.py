@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from contrastlab.paths import write_text
+
 __all__ = ["MARKER", "MARKER_VARIABLE", "HostBuffers", "SnapshotWriter", "note_submitted"]
 
 #: Set (to anything but empty) in a trainer's environment: it writes :data:`MARKER` at each submission.
@@ -38,14 +40,11 @@ MARKER = "snapshot-submitted.json"
 
 def note_submitted(state_dir: str | os.PathLike, step: int, on_disk: int) -> None:
     """Where :data:`MARKER_VARIABLE` is set, write :data:`MARKER` in ``state_dir``: the snapshot of
-    ``step`` was just submitted and ``on_disk`` snapshots are complete (renamed into place). Written to a
-    temporary name and renamed: a reader sees the whole marker or the previous one."""
+    ``step`` was just submitted and ``on_disk`` snapshots are complete (renamed into place). Written
+    atomically (:func:`~contrastlab.paths.write_text`): a reader sees the whole marker or the previous one."""
     if not os.environ.get(MARKER_VARIABLE):
         return
-    marker = Path(state_dir, MARKER)
-    staged = marker.with_name(f".{MARKER}.{os.getpid()}")
-    staged.write_text(json.dumps({"step": step, "on_disk": on_disk, "pid": os.getpid()}))
-    os.replace(staged, marker)
+    write_text(Path(state_dir, MARKER), json.dumps({"step": step, "on_disk": on_disk, "pid": os.getpid()}))
 
 
 class HostBuffers:

@@ -115,11 +115,9 @@ def read_snapshot(path: Path) -> dict[str, Any]:
         ) from None
     except MemoryError:
         raise
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, None):
-            raise
-        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
     except Exception as error:  # torch's reader: RuntimeError, EOFError, KeyError, ... on damaged bytes
+        if isinstance(error, OSError) and error.errno not in (errno.EINVAL, None):
+            raise
         raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
     if not isinstance(payload, dict):
         raise SnapshotUnreadableError(
