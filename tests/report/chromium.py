@@ -106,25 +106,29 @@ def browser() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def _run(args: list[str], width: int, height: int) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory() as profile:  # a fresh profile each time: nothing carried over
-        return subprocess.run(
-            [browser(), *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", *args],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+def _run(
+    page: Path, args: list[str], width: int, height: int, extra: str = ""
+) -> subprocess.CompletedProcess:
+    """Chromium with ``args`` on a copy of ``page`` beside it (its relative links intact), ``extra`` before
+    its ``</body>``."""
+    probe = page.with_name(page.stem + ".probe.html")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", extra + "</body>"), encoding="utf-8")
+    window = f"--window-size={width},{height}"
+    try:
+        with tempfile.TemporaryDirectory() as profile:  # a fresh profile each time: nothing carried over
+            return subprocess.run(
+                [browser(), *FLAGS, f"--user-data-dir={profile}", window, *args, probe.as_uri()],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+    finally:
+        probe.unlink()
 
 
 def measure(page: Path, width: int = 1400, height: int = 900) -> dict:
     """The laid-out ``page`` at ``width`` px (see :data:`_MEASURE` for the keys)."""
-    text = page.read_text(encoding="utf-8")
-    probe = page.with_name(page.stem + ".measure.html")
-    probe.write_text(text.replace("</body>", _MEASURE + "\n</body>"), encoding="utf-8")
-    try:
-        run = _run(["--dump-dom", probe.as_uri()], width, height)
-    finally:
-        probe.unlink()
+    run = _run(page, ["--dump-dom"], width, height, extra=_MEASURE + "\n")
     assert run.returncode == 0, run.stderr[-2000:]
     start = run.stdout.index('<pre id="browser-measure">') + len('<pre id="browser-measure">')
     import html
@@ -150,13 +154,7 @@ def screenshot(
         )
         + " })();</script>\n"
     )
-    probe = page.with_name(page.stem + ".shot.html")
-    text = page.read_text(encoding="utf-8")
-    probe.write_text(text.replace("</body>", scroll + "</body>") if anchor else text, encoding="utf-8")
-    try:
-        run = _run([f"--screenshot={out}", probe.as_uri()], width, height)
-    finally:
-        probe.unlink()
+    run = _run(page, [f"--screenshot={out}"], width, height, extra=scroll if anchor else "")
     assert run.returncode == 0 and out.exists(), run.stderr[-2000:]
     return out
 

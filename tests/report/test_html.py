@@ -78,7 +78,7 @@ def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
     moved.parent.mkdir()
     shutil.copy(report, moved)
     shutil.rmtree(report.parent / "figures")
-    dom = chromium._run(["--dump-dom", moved.as_uri()], 900, 1400)
+    dom = chromium._run(moved, ["--dump-dom"], 900, 1400)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<table>" in dom.stdout and "Nie Table 1" in dom.stdout and "data:image/png;base64," in dom.stdout
     shot = chromium.screenshot(moved, tmp_path / "shot.png", width=900, height=1400)

@@ -41,7 +41,12 @@ def build_report(
     LaTeX into ``results.tables``, then ``results.report`` and report.html, from whatever metrics exist
     under ``results.metrics()``; returns the written paths, the two reports last."""
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
+    from contrastlab.report.claims import evaluate_claims
+    from contrastlab.report.compare import write_claims
+    from contrastlab.report.scores import write_scores
     from contrastlab.report.sections import write_report
+    from contrastlab.tables.bridge import bridge_rows, write_bridge_table
+    from contrastlab.tables.comparison import write_comparisons
     from contrastlab.tables.metrics import collect_failures, collect_metrics
 
     t0 = time.perf_counter()
@@ -58,9 +63,17 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     built = _write_tables(names, grid, metrics, failures, out_dir)
     written: list[Path] = [path for _, paths in built for path in paths.values()]
-    side_paths, compare_blocks, search_blocks, bridge = _write_beside_tables(
-        results, grid, metrics, failures, out_dir, comparisons, search_names
-    )
+    # beside the paper tables: the scores as data (report.scores) and each claim's verdict, what
+    # `make compare` reads (report.compare), the comparison tables of the user's losses, the searches'
+    # selections and the SentEval-MTEB bridge
+    written += [
+        write_scores(metrics, grid, results.root, out_dir),
+        write_claims(evaluate_claims(metrics, grid), out_dir),
+    ]
+    compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons, failures)
+    search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
+    bridge_paths = write_bridge_table(results, out_dir)  # when rule mteb ran (mteb.enabled)
+    written += [*compare_paths, *search_paths, *bridge_paths]
     report = write_report(
         built,
         Path(results.report),
@@ -69,42 +82,12 @@ def build_report(
         figures=figures,
         results_dir=results.root,
         sections=compare_blocks,
-        bridge=bridge,
+        bridge=bridge_rows(results) if bridge_paths else [],  # shown under each checkpoint's paper
         searches=search_blocks,
         metrics=metrics,
     )
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
-    return [*written, *side_paths, report, report.with_suffix(".html")]  # report.html: figures embedded
-
-
-def _write_beside_tables(
-    results: Results,
-    grid: Grid,
-    metrics,
-    failures: set[tuple[str, str, str]],
-    out_dir: Path,
-    comparisons: list[str],
-    search_names: list[str],
-) -> tuple[list[Path], list, dict[str, list], list]:
-    """What :func:`build_report` writes beside the paper tables: the scores and the claims' verdicts as
-    data, the comparison tables of the user's losses, the searches' selections and the SentEval-MTEB
-    bridge. Returns the paths written, the comparison and search sections' blocks, and the bridge's rows."""
-    from contrastlab.report.claims import evaluate_claims
-    from contrastlab.report.compare import write_claims
-    from contrastlab.report.scores import write_scores
-    from contrastlab.tables.bridge import bridge_rows, write_bridge_table
-    from contrastlab.tables.comparison import write_comparisons
-
-    # the scores as data (report.scores) and each claim's verdict, what `make compare` reads (report.compare)
-    written = [
-        write_scores(metrics, grid, results.root, out_dir),
-        write_claims(evaluate_claims(metrics, grid), out_dir),
-    ]
-    compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons, failures)
-    search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
-    bridge_paths = write_bridge_table(results, out_dir)  # when rule mteb ran (mteb.enabled)
-    bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper
-    return [*written, *compare_paths, *search_paths, *bridge_paths], compare_blocks, search_blocks, bridge
+    return [*written, report, report.with_suffix(".html")]  # report.html: figures embedded
 
 
 def _table_names(grid: Grid, tables: list[str] | None) -> tuple[list[str], list[str], list[str]]:

@@ -139,8 +139,7 @@ def phased_parts(
     lo = min(float(v[0]) for v in claim["phases"].values())
     hi = max(float(v[1]) for v in claim["phases"].values())
     parts, pending = [], []
-    by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
-    strata = stratum_of if by_stratum else None
+    strata = stratum_of if claim.get("pool", "stratum") == "stratum" else None
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
         fitted, pools = _phase_pools(claim, experiment, values, ours, task, [lo, hi], scale, spans, strata)
@@ -162,7 +161,7 @@ def phased_parts(
                 continue
             runs, xs, _, _, fits = fitted[part["sweep"]]
             slope, sxx, sxx_points = fits[k]
-            ss, df, per_seed = pools[stratum_of(ours, part["sweep"]) if by_stratum else part["sweep"]]
+            ss, df, per_seed = pools[strata(ours, part["sweep"]) if strata is not None else part["sweep"]]
             mean_x = float(np.mean([xs[n] for n, _ in in_phase]))
             result.terms = {n: (xs[n] - mean_x) / sxx_points for n, _ in in_phase}
             result.diff, result.df = slope, df
