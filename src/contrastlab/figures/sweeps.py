@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import figure, house_style, line, note, save
+from contrastlab.figures.style import figure, house_style, legend_or_note, line, save
 from contrastlab.figures.training_curves import cell_files, cell_logs
 from contrastlab.paths import read_metrics
 
@@ -88,10 +88,7 @@ def plot_sweep_panels(
             ax.set_title(title)
             if title in log_x:
                 ax.set_xscale("log")
-            if mean.empty:
-                note(ax, "no runs yet")
-            else:
-                ax.legend(loc="best")
+            legend_or_note(ax, mean.empty, "no runs yet")
         axes[0, 0].set_ylabel(ylabel)
         data = pd.concat(means, ignore_index=True) if means else pd.DataFrame()
         return save(fig, stem, data)
