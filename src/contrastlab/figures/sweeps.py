@@ -34,8 +34,7 @@ def best_dev_frame(
     for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "eval"):
         if method not in points:
             continue
-        scores = [r["dev_spearman"] for r in records if r.get("dev_spearman") is not None]
-        if scores:
+        if scores := [r["dev_spearman"] for r in records if r.get("dev_spearman") is not None]:
             rows.append((backbone, method, seed, *points[method], "dev_spearman", max(scores)))
     return pd.DataFrame(rows, columns=_COLUMNS)
 

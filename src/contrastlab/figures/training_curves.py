@@ -67,8 +67,7 @@ def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = N
     (with a truthy ``key`` where given): those records, in order."""
     for backbone, method, seed, path in cell_files(Path(root), experiment, "train_log.jsonl"):
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        kept = [r for r in records if r.get("event") == event and (not key or r.get(key))]
-        if kept:
+        if kept := [r for r in records if r.get("event") == event and (not key or r.get(key))]:
             yield backbone, method, seed, kept
 
 
