@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import LINESTYLES, figure, house_style, line, note, save
+from contrastlab.figures.style import LINESTYLES, figure, house_style, legend_or_note, line, save
 from contrastlab.figures.training_curves import geometry_frame
 
 __all__ = [
@@ -35,14 +35,6 @@ __all__ = [
 
 BASELINE = "baseline"  # the li2024_conjectures method of Li §3.2's baseline
 _NO_DATA = "no geometry records yet\n(training.analysis_every off or cells not trained)"
-
-
-def _legend_or_empty(ax, empty: bool, **legend) -> None:
-    """The legend of ``ax``, or a line saying it has no data where ``empty``."""
-    if empty:
-        note(ax, _NO_DATA)
-    else:
-        ax.legend(loc="best", **legend)
 
 
 def plot_step_panels(
@@ -79,7 +71,7 @@ def plot_step_panels(
             if reference and title in reference:
                 ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)
             ax.set(title=title, xlabel="training step")
-            _legend_or_empty(ax, not drawn, fontsize="small")
+            legend_or_note(ax, not drawn, _NO_DATA, fontsize="small")
         return save(fig, stem, mean)
 
 
@@ -95,7 +87,7 @@ def plot_cosine_densities(hist: pd.DataFrame, stem: str | Path) -> list[Path]:
             for i, (method, curve) in enumerate(part.groupby("method", sort=True)):
                 line(ax, curve, "cosine", "density", i, labels.get(method, method))
             ax.set(title=f"anchor-{pair} pairs", xlabel="cosine similarity", ylabel="density")
-            _legend_or_empty(ax, part.empty)
+            legend_or_note(ax, part.empty, _NO_DATA)
         return save(fig, stem, mean)
 
 
@@ -115,7 +107,7 @@ def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         for i, ((backbone, when), curve) in enumerate(mean.groupby(["backbone", "when"], sort=False)):
             line(ax, curve, "tau", "share", i, f"{when} ({backbone})", marker="o")
         ax.set(xscale="log", xlabel="τ", ylabel="hardest negative's share")
-        _legend_or_empty(ax, mean.empty)
+        legend_or_note(ax, mean.empty, _NO_DATA)
         return save(fig, stem, mean)
 
 
@@ -134,7 +126,7 @@ def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
                 line(ax, curve, "r", "density", i, f"λ = {lam:g} (r = 1 meets {meets:g}%)")
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
             ax.set(title=when, xlabel="least ratio r meeting Lemma 1")
-            _legend_or_empty(ax, curves.empty, fontsize="small")
+            legend_or_note(ax, curves.empty, _NO_DATA, fontsize="small")
         axes[0, 0].set_ylabel("density")
         return save(fig, stem, mean)
 

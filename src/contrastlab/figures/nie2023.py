@@ -132,8 +132,7 @@ def checked_hp(loss: str, hp: Mapping[str, float], losses: Sequence[str]) -> dic
     hyperparameter it does not have."""
     if loss not in losses:
         raise ValueError(f"unknown loss {loss!r}; valid names: {', '.join(losses)}")
-    unknown = set(hp) - set(DEFAULTS[loss])
-    if unknown:
+    if unknown := set(hp) - set(DEFAULTS[loss]):
         raise ValueError(f"{loss} has no hyperparameter {sorted(unknown)}; valid: {sorted(DEFAULTS[loss])}")
     return {**DEFAULTS[loss], **hp}
 

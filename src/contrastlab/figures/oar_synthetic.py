@@ -105,8 +105,7 @@ def run_synthetic_study(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, bool, int], SyntheticRun] = {}
-    seeds = range(settings.seed, settings.seed + settings.seeds)
-    for seed in seeds:
+    for seed in range(settings.seed, settings.seed + settings.seeds):
         seeded = dataclasses.replace(settings, seed=seed)
         for loss in settings.losses:
             for oar in (False, True):

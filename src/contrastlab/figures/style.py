@@ -117,6 +117,14 @@ def note(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
 
 
+def legend_or_note(ax, empty: bool, text: str, **legend) -> None:
+    """The legend of ``ax``, or :func:`note` ``text`` where ``empty`` (the panel has no data)."""
+    if empty:
+        note(ax, text)
+    else:
+        ax.legend(loc="best", **legend)
+
+
 def _laid_out(fig):
     """Solve ``fig``'s layout once and return its tight bounding box, padded as ``savefig.bbox: tight``
     pads it; the layout is then fixed. Left to ``savefig``, every format solves the constrained layout

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import figure, house_style, line, note, save
+from contrastlab.figures.style import figure, house_style, legend_or_note, line, save
 from contrastlab.figures.training_curves import cell_files, cell_logs
 from contrastlab.paths import read_metrics
 
@@ -34,8 +34,7 @@ def best_dev_frame(
     for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "eval"):
         if method not in points:
             continue
-        scores = [r["dev_spearman"] for r in records if r.get("dev_spearman") is not None]
-        if scores:
+        if scores := [r["dev_spearman"] for r in records if r.get("dev_spearman") is not None]:
             rows.append((backbone, method, seed, *points[method], "dev_spearman", max(scores)))
     return pd.DataFrame(rows, columns=_COLUMNS)
 
@@ -88,10 +87,7 @@ def plot_sweep_panels(
             ax.set_title(title)
             if title in log_x:
                 ax.set_xscale("log")
-            if mean.empty:
-                note(ax, "no runs yet")
-            else:
-                ax.legend(loc="best")
+            legend_or_note(ax, mean.empty, "no runs yet")
         axes[0, 0].set_ylabel(ylabel)
         data = pd.concat(means, ignore_index=True) if means else pd.DataFrame()
         return save(fig, stem, data)

@@ -63,12 +63,12 @@ def cell_files(root: str | Path, experiment: str, name: str):
 
 
 def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = None):
-    """(backbone, method, seed, records) of every cell's ``train_log.jsonl``: its records of ``event``
-    (with a truthy ``key`` where given), in order."""
+    """(backbone, method, seed, records) of every cell's ``train_log.jsonl`` with records of ``event``
+    (with a truthy ``key`` where given): those records, in order."""
     for backbone, method, seed, path in cell_files(Path(root), experiment, "train_log.jsonl"):
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        kept = [r for r in records if r.get("event") == event and (not key or r.get(key))]
-        yield backbone, method, seed, kept
+        if kept := [r for r in records if r.get("event") == event and (not key or r.get(key))]:
+            yield backbone, method, seed, kept
 
 
 def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -133,8 +133,6 @@ def geometry_histograms(checkpoints_root: str | Path, experiment: str) -> pd.Dat
     (``positive`` / ``negative``), bin centre, density (per unit cosine, so each curve integrates to 1)."""
     rows = []
     for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "geometry", "hist"):
-        if not records:
-            continue
         record = records[-1]
         for pair, counts in (("positive", record["hist"]["pos"]), ("negative", record["hist"]["neg"])):
             cell = (backbone, method, seed, int(record["step"]), pair)
@@ -160,8 +158,6 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
 
     rows = []
     for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "geometry", "lemma1"):
-        if not records:
-            continue
         for when, record in (("before training", records[0]), ("after training", records[-1])):
             for lam, entry in record["lemma1"].items():
                 cell = (backbone, method, seed, when, int(record["step"]), float(lam))

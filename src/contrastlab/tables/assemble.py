@@ -93,9 +93,7 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
     rows = []
 
     def add(b, m, k, row_group, row, col_group, col):
-        rows.append(
-            dict(backbone=b, method=m, key=k, row_group=row_group, row=row, col_group=col_group, col=col)
-        )
+        rows.append((b, m, k, row_group, row, col_group, col))
 
     if spec.kind == "scores" and layout.get("sweep"):
         # Sweep tables (MACL Table 9): a row per method, a column per sweep point and task ("batch 64 kNN").
@@ -131,7 +129,7 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
                     add(b, m, p, _label(mlab, m), _label(plab, p), "", blab[b])
     else:  # pragma: no cover - guarded by the registry
         raise ValueError(f"unknown table kind {spec.kind!r}")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["backbone", "method", "key", "row_group", "row", "col_group", "col"])
 
 
 def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:

@@ -4,10 +4,10 @@ STS-B beside them; read from every ``bridge.json`` under the results' ``mteb/`` 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
+
+import pandas as pd
 
 from contrastlab.blocks import Heading, Paragraph, rows_table, to_markdown
 from contrastlab.evaluation.bridge import BRIDGE_FILE, PROVENANCE_FILE, STEPS
@@ -64,12 +64,8 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> list[Path]:
         return []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
     csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
-    write_text(csv_path, buffer.getvalue())  # atomically (paths.atomic_write)
+    write_text(csv_path, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
     write_text(
         md_path, to_markdown([Heading(1, "SentEval protocol -> MTEB, step by step"), rows_table(rows, 3)])
     )

@@ -55,8 +55,7 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
         why = f"a quick preset; the left-out tasks and {' and '.join(avg)} are not evaluated"
         out.append(_row("evaluation tasks", paper, ours, why))
     for key in ("max_steps", "max_sentences"):
-        values = sorted(v for v in _training_values(grid, experiment, key) if v is not None)
-        if values:
+        if values := sorted(v for v in _training_values(grid, experiment, key) if v is not None):
             out.append(
                 _row(
                     key,

@@ -222,8 +222,7 @@ def latex_table(
     ]
     for row in head:
         out.append(_row(row))
-        rules = _rules_under(row)
-        if rules:
+        if rules := _rules_under(row):
             out.append(rules)
     out.append("\\midrule")
     out += [row if row in (MIDRULE, ADDLINESPACE) else _row(row) for row in body]

@@ -7,7 +7,6 @@ decimals, hyperparameters in the paper's notation (``1e-5``, ``0.15π``). A cell
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 from collections.abc import Iterable
@@ -193,9 +192,7 @@ def to_csv(table: Table) -> str:
             cols["verdict"] = c["verdict"]
             cols["compared_with"] = c["compared_with"]
         out = pd.DataFrame(cols)
-    buf = io.StringIO()
-    out.to_csv(buf, index=False, lineterminator="\n")
-    return buf.getvalue()
+    return out.to_csv(index=False, lineterminator="\n")
 
 
 # ----------------------------------------------------------------------------- wide layout

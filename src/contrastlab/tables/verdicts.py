@@ -226,9 +226,7 @@ def verdict_counts(cells: pd.DataFrame) -> dict[str, int]:
     """Compared cells (run, with a published number or stand-in) and how many of each verdict."""
     if "verdict" not in cells:
         return {}
-    v = cells["verdict"]
-    kinds = [WITHIN, ABOVE, BELOW, UNDECIDED]
-    counts = {kind: int((v == kind).sum()) for kind in kinds}
+    counts = {kind: int((cells["verdict"] == kind).sum()) for kind in (WITHIN, ABOVE, BELOW, UNDECIDED)}
     return {"compared": sum(counts.values()), **counts}
 
 
@@ -269,8 +267,7 @@ def noise_note(cells: pd.DataFrame) -> str:
     """One sentence on which noise estimate a table uses (pools, their degrees of freedom)."""
     if "noise_df" not in cells:
         return ""
-    run = cells[cells["n_seeds"] > 0]
-    run = run[run["method"] != "pretrained"]
+    run = cells[(cells["n_seeds"] > 0) & (cells["method"] != PRETRAINED)]
     if run.empty:
         return "Seed noise: no cell has run."
     dfs = sorted({int(d) for d in run["noise_df"]})
