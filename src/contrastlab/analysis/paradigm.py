@@ -35,7 +35,7 @@ from contrastlab.losses._common import (
     same_view_gate,
 )
 from contrastlab.losses.catalog import DEFAULTS
-from contrastlab.losses.li2024 import _gram_weight
+from contrastlab.losses.li2024 import _cross_view_gate, _gram_weight
 
 PARADIGM_LOSSES: tuple[str, ...] = (
     "infonce",
@@ -93,8 +93,7 @@ def _components(name: str, z1: Tensor, z2: Tensor, hp: dict) -> ParadigmTerms:
         r = dist / dist.diagonal()[:, None]
         return ParadigmTerms(gd, _one_hot_rows(j, n, 1.0 / nearest), r, "cross", 1.0 / n)
     if name == "paradigm":
-        hardest, _ = hardest_similarity(sim)
-        gd = (pos - hardest < hp["m"]) if hp["gd"] else torch.ones_like(pos, dtype=torch.bool)
+        gd = _cross_view_gate(sim, hp["m"], -1) if hp["gd"] else torch.ones_like(pos, dtype=torch.bool)
         if hp["weight"] == "exp":
             w = torch.softmax(fill_diagonal(sim / hp["tau"], float("-inf")), dim=-1)
         else:
