@@ -64,7 +64,6 @@ Choices where paper and reference code differ (reference followed, protocol.md �
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ._common import (
@@ -76,6 +75,7 @@ from ._common import (
     safe_arccos,
     same_view_gate,
 )
+from .nie2023 import info_nce_per_anchor
 
 __all__ = [
     "arccon",
@@ -103,8 +103,7 @@ _LOG_WEIGHT_CAP = 80.0
 def arccon_per_anchor(sim: Tensor, *, tau: float, u: float) -> Tensor:
     """Per-anchor ArcCon loss from the cross-view cosines: positive logit cos(θ_ii + u)/τ."""
     theta = safe_arccos(sim.diagonal())
-    logits = torch.diagonal_scatter(sim, torch.cos(theta + u)) / tau
-    return F.cross_entropy(logits, torch.arange(sim.shape[0], device=sim.device), reduction="none")
+    return info_nce_per_anchor(torch.diagonal_scatter(sim, torch.cos(theta + u)), tau=tau)
 
 
 def arccon(z1: Tensor, z2: Tensor, *, tau: float, u: float) -> Tensor:
