@@ -296,8 +296,15 @@ def sentences_in(data: Any) -> Iterable[str]:
         yield from data.b
 
 
+def load_tasks(data_dir: str | Path, tasks: Iterable[str], mode: str) -> tuple[dict[str, Any], list[str]]:
+    """The loaded ``tasks`` and every unique sentence to encode, shortest first: the one list, in the
+    one order, that an evaluation encodes (so that an encoding made in a separate job is the same arrays)."""
+    mode = P.check_mode(mode)
+    loaded = {task: load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
+    unique = set().union(*map(sentences_in, loaded.values()))
+    return loaded, sorted(unique, key=lambda s: (len(s), s))
+
+
 def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:
     """Unique sentences ``evaluate`` encodes for ``tasks`` in ``mode``, shortest first."""
-    mode = P.check_mode(mode)
-    unique = {s for task in P.check_tasks(tasks) for s in sentences_in(load_task(Path(data_dir), task, mode))}
-    return sorted(unique, key=lambda s: (len(s), s))
+    return load_tasks(data_dir, tasks, mode)[1]
