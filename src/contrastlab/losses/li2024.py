@@ -201,9 +201,7 @@ def mhe_view_term(u: Tensor, a: Tensor, *, lam: float, tau: float, weight: str, 
     (τ Σ_{k<l} e^{q_kl/τ}) (Li Eq. 16).
     """
     n = u.shape[0]
-    q = u @ u.T
-    if weight == "exp":
-        q = q / tau
+    q = u @ u.T / (tau if weight == "exp" else 1.0)
     lower = torch.ones(n, n, dtype=torch.bool, device=u.device).tril(-1)
     uni = torch.logsumexp(q.masked_fill(~lower, float("-inf")).reshape(-1), dim=0)
     if weight == "exp":
