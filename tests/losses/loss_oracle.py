@@ -22,6 +22,10 @@ def lse(values):
     return mx + math.log(sum(math.exp(v - mx) for v in values))
 
 
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
 def cosines(h1, h2):
     z1, z2 = unit(h1), unit(h2)
     return z1, z2, [[dot(a, b) for b in z2] for a in z1]
@@ -54,13 +58,11 @@ def dcl_terms(h1, h2, tau):
 
 
 def dcl(h1, h2, tau):
-    terms = dcl_terms(h1, h2, tau)
-    return sum(terms) / len(terms)
+    return mean(dcl_terms(h1, h2, tau))
 
 
 def dcl_plus(h1, h2, tau):
-    terms = dcl_terms(h1, h2, tau)
-    return sum(max(x, 0.0) for x in terms) / len(terms)
+    return mean([max(x, 0.0) for x in dcl_terms(h1, h2, tau)])
 
 
 def mpt(h1, h2, m):
@@ -80,9 +82,8 @@ def mat(h1, h2, m):
     _, _, s = cosines(h1, h2)
     n = len(s)
     th = [[math.acos(min(max(s[i][j], -1 + 1e-6), 1 - 1e-6)) for j in range(n)] for i in range(n)]
-    return (
-        sum(max(0.0, th[i][i] - min(th[i][j] for j in range(n) if j != i) + m * math.pi) for i in range(n))
-        / n
+    return mean(
+        [max(0.0, th[i][i] - min(th[i][j] for j in range(n) if j != i) + m * math.pi) for i in range(n)]
     )
 
 
@@ -224,8 +225,7 @@ def ntxent_terms(h1, h2, tau):
 
 
 def ntxent(h1, h2, tau):
-    terms = ntxent_terms(h1, h2, tau)
-    return sum(terms) / len(terms)
+    return mean(ntxent_terms(h1, h2, tau))
 
 
 flatnce = ntxent  # FlatNCE's value is NT-Xent's (released code: mean e^{v - sg v} - 1 + sg(NT-Xent))
@@ -233,10 +233,9 @@ flatnce = ntxent  # FlatNCE's value is NT-Xent's (released code: mean e^{v - sg 
 
 def dcl_vision(h1, h2, tau):
     _, s, pos, negs = two_n(h1, h2)
-    terms = [
-        -s[k][pos[k]] / tau + math.log(sum(math.exp(s[k][j] / tau) for j in negs[k])) for k in range(len(s))
-    ]
-    return sum(terms) / len(terms)
+    return mean(
+        [-s[k][pos[k]] / tau + math.log(sum(math.exp(s[k][j] / tau) for j in negs[k])) for k in range(len(s))]
+    )
 
 
 def dualtemp_other_view(h1, h2, tau, tau_beta):
@@ -305,10 +304,6 @@ def macl_vision(h1, h2, tau0, alpha, a0, reweight):
 # --------------------------------------------------------------------------- OAR study (raw embeddings)
 def column(h, d):
     return [row[d] for row in h]
-
-
-def mean(xs):
-    return sum(xs) / len(xs)
 
 
 def barlow_twins(h1, h2, lam, eps=1e-5):

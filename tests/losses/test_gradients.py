@@ -13,14 +13,8 @@ import torch.nn.functional as F
 from image_oracle import run, views
 
 from contrastlab.analysis.paradigm import paradigm_components, paradigm_gradient
-from contrastlab.losses._common import gated, same_view_gate
-from contrastlab.losses.li2024 import (
-    barlow_twins_view_term,
-    mhe_view_term,
-    mhs_view_term,
-    paradigm_view_term,
-    vicreg_view_term,
-)
+from contrastlab.losses._common import same_view_gate
+from contrastlab.losses.li2024 import paradigm_view_term
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 SEEDS = [0, 1]
@@ -207,32 +201,6 @@ def test_li_eq16_18_19_mmhe_mvicreg_mbarlow(name, r, seed):
     gz = (g1 @ z1 - r * g1.sum(-1, keepdim=True) * z2) - r * g2.sum(-1, keepdim=True) * z2
     got = run(name, h1, h2, lam=1.0, tau=tau, r=r, m=m)[1]
     torch.testing.assert_close(got, to_h(h1, act1.double()[:, None] * gz), **TOL)
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("name", ["mmhe", "mmhs", "mvicreg", "mbarlow_twins"])
-def test_li_table2_components_reproduce_view_term_gradient(name, seed):
-    """GD · Σ_j W (n_j - R z'_i) with the Table 2 components equals the view-1 term's gradient."""
-    h1, h2, *units = batch(seed)
-    hp = {"lam": 1.0, "m": _mixed_m(units[0]), "r": 1.5}
-    if name != "mmhs":
-        hp.update(tau=0.4, weight="exp")
-    a = h1.clone().requires_grad_()
-    z1, z2 = unit(a), unit(h2)
-    u1, u2 = gated(z1, same_view_gate(z1, hp["m"])), gated(z2, same_view_gate(z2, hp["m"]))
-    if name == "mmhe":
-        loss = mhe_view_term(u1, 2 - 2 * (u1 * u2).sum(-1), lam=1.0, tau=0.4, weight="exp", r=1.5)
-    elif name == "mmhs":
-        loss = mhs_view_term(u1, u2, 2 - 2 * (u1 * u2).sum(-1), lam=1.0, r=1.5)
-    elif name == "mvicreg":
-        loss = vicreg_view_term(u1, u2, lam=1.0, tau=0.4, weight="exp", r=1.5)
-    else:
-        loss = barlow_twins_view_term(u1, u2, lam=1.0, tau=0.4, weight="exp", r=1.5)
-    loss.backward()
-    terms = paradigm_components(h1, h2, losses=(name,), hp={name: hp})[name]
-    assert terms.r.sub(1.5).abs().max() < 1e-12  # static ratio r (Table 2, lower half)
-    gz = paradigm_gradient(terms, *units)
-    torch.testing.assert_close(a.grad, to_h(h1, gz), **TOL)
 
 
 # ------------------------------------------------------------------ Li App. D.2 Eq. 7-11 (originals)

@@ -54,18 +54,13 @@ def oracle_similarity_grad(name, h1, h2, hp):
     _, s, pos, negs = two_n(h1, h2)
     n2 = len(s)
     g = np.zeros((n2, n2))
-    if name in ("dcl_vision", "flatnce"):
-        tau = hp["tau"]
-        for k in range(n2):
-            den = sum(math.exp(s[k][j] / tau) for j in negs[k])
-            for j in negs[k]:
-                g[k][j] = math.exp(s[k][j] / tau) / den / (tau * n2)
-            g[k][pos[k]] = -1.0 / (tau * n2)
-        return g
-    # The softmax of anchor k runs over j != k (2N - 1 others), or over the other view only (dualtemp's
-    # released form: the positive and N - 1 negatives).
+    # The softmax of anchor k runs over j != k (2N - 1 others), over its 2N - 2 negatives only (DCL, and
+    # FlatNCE, whose gradient is DCL's), or over the other view only (dualtemp's released form: the
+    # positive and N - 1 negatives).
     others = [[j for j in range(n2) if j != k] for k in range(n2)]
-    if name == "ntxent":
+    if name in ("dcl_vision", "flatnce"):
+        tau, coef, others = hp["tau"], [1.0] * n2, negs
+    elif name == "ntxent":
         tau, coef = hp["tau"], [1.0] * n2
     elif name == "dualtemp":
         tau, coef = hp["tau"], dualtemp_weights(h1, h2, hp["tau"], hp["tau_beta"], hp["negatives"])
@@ -79,6 +74,8 @@ def oracle_similarity_grad(name, h1, h2, hp):
         for j in others[k]:
             p_kj = math.exp(s[k][j] / tau) / den
             g[k][j] = coef[k] * (p_kj - (1.0 if j == pos[k] else 0.0)) / (tau * n2)
+        if pos[k] not in others[k]:  # DCL: the positive's logit is outside the softmax
+            g[k][pos[k]] = -coef[k] / (tau * n2)
     return g
 
 

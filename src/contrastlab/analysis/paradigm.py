@@ -35,6 +35,7 @@ from contrastlab.losses._common import (
     same_view_gate,
 )
 from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.losses.li2024 import _cross_view_gate, _gram_weight
 
 PARADIGM_LOSSES: tuple[str, ...] = (
     "infonce",
@@ -92,8 +93,7 @@ def _components(name: str, z1: Tensor, z2: Tensor, hp: dict) -> ParadigmTerms:
         r = dist / dist.diagonal()[:, None]
         return ParadigmTerms(gd, _one_hot_rows(j, n, 1.0 / nearest), r, "cross", 1.0 / n)
     if name == "paradigm":
-        hardest, _ = hardest_similarity(sim)
-        gd = (pos - hardest < hp["m"]) if hp["gd"] else torch.ones_like(pos, dtype=torch.bool)
+        gd = _cross_view_gate(sim, hp["m"], -1) if hp["gd"] else torch.ones_like(pos, dtype=torch.bool)
         if hp["weight"] == "exp":
             w = torch.softmax(fill_diagonal(sim / hp["tau"], float("-inf")), dim=-1)
         else:
@@ -122,12 +122,7 @@ def _components(name: str, z1: Tensor, z2: Tensor, hp: dict) -> ParadigmTerms:
         w = lam * w
         return ParadigmTerms(gd, w, (c / w.sum(-1))[:, None] * ones, "same", 1.0)
     # mvicreg / mbarlow_twins
-    g_src = q if name == "mvicreg" else z2 @ z2.T
-    if hp["weight"] == "exp":
-        logits = g_src / hp["tau"]
-        g = (logits - offdiag_logsumexp(logits, None)).exp()
-    else:
-        g = g_src * (2.0 / (n * n))
+    g = _gram_weight(z1 if name == "mvicreg" else z2, weight=hp["weight"], tau=hp["tau"])
     w = lam * fill_diagonal(g, 0.0)
     if r_opt is not None:
         c = r_opt * w.sum(-1)

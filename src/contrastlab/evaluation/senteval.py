@@ -30,7 +30,7 @@ from contrastlab.models import load_backbone, make_encoder, pick_device
 from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval import protocol as P
-from contrastlab.senteval.tasks import Pairs, load_sts_pairs, load_task, sentences_in
+from contrastlab.senteval.tasks import Pairs, load_sts_pairs, load_tasks, task_sentences
 from contrastlab.training.runtime import device_name
 
 __all__ = [
@@ -188,16 +188,6 @@ def _embed_inputs(
     return sentences + more, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
 
-def _task_inputs(data_dir: str | Path, tasks: Iterable[str], mode: str) -> tuple[dict[str, Any], list[str]]:
-    """The loaded ``tasks`` and every unique sentence to encode, shortest first: the one list, in the
-    one order, that an evaluation encodes (so that an encoding made in a separate job,
-    :func:`encode_checkpoint`, is the same arrays)."""
-    mode = P.check_mode(mode)
-    loaded = {task: load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
-    unique = set().union(*map(sentences_in, loaded.values()))
-    return loaded, sorted(unique, key=lambda s: (len(s), s))
-
-
 def _evaluate(
     encode: Encode,
     data_dir: str | Path,
@@ -208,7 +198,7 @@ def _evaluate(
     cache_key: str | None = None,
     extra_sentences: Iterable[str] = (),
 ) -> dict[str, Any]:
-    loaded, sentences = _task_inputs(data_dir, tasks, mode)
+    loaded, sentences = load_tasks(data_dir, tasks, mode)
     start = time.perf_counter()
     sentences, embeddings = _embed_inputs(encode, sentences, extra_sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
@@ -397,7 +387,7 @@ def encode_checkpoint(
     import torch
 
     stsb = load_sts_pairs(data_dir, "STSBenchmark", P.ALIGNMENT_SPLIT)
-    _, sentences = _task_inputs(data_dir, tasks, mode)
+    sentences = task_sentences(data_dir, tasks, mode)
     key = checkpoint_fingerprint(model_dir, pooling)
     encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
     start = time.perf_counter()

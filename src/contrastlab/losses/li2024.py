@@ -64,7 +64,6 @@ Choices where paper and reference code differ (reference followed, protocol.md �
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ._common import (
@@ -76,6 +75,7 @@ from ._common import (
     safe_arccos,
     same_view_gate,
 )
+from .nie2023 import info_nce_per_anchor
 
 __all__ = [
     "arccon",
@@ -103,8 +103,7 @@ _LOG_WEIGHT_CAP = 80.0
 def arccon_per_anchor(sim: Tensor, *, tau: float, u: float) -> Tensor:
     """Per-anchor ArcCon loss from the cross-view cosines: positive logit cos(θ_ii + u)/τ."""
     theta = safe_arccos(sim.diagonal())
-    logits = torch.diagonal_scatter(sim, torch.cos(theta + u)) / tau
-    return F.cross_entropy(logits, torch.arange(sim.shape[0], device=sim.device), reduction="none")
+    return info_nce_per_anchor(torch.diagonal_scatter(sim, torch.cos(theta + u)), tau=tau)
 
 
 def arccon(z1: Tensor, z2: Tensor, *, tau: float, u: float) -> Tensor:
@@ -202,9 +201,7 @@ def mhe_view_term(u: Tensor, a: Tensor, *, lam: float, tau: float, weight: str, 
     (τ Σ_{k<l} e^{q_kl/τ}) (Li Eq. 16).
     """
     n = u.shape[0]
-    q = u @ u.T
-    if weight == "exp":
-        q = q / tau
+    q = u @ u.T / (tau if weight == "exp" else 1.0)
     lower = torch.ones(n, n, dtype=torch.bool, device=u.device).tril(-1)
     uni = torch.logsumexp(q.masked_fill(~lower, float("-inf")).reshape(-1), dim=0)
     if weight == "exp":

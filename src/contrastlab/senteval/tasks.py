@@ -99,11 +99,6 @@ def _check_rows(root: Path, rel: str, found: int) -> None:
         raise _damaged(root / rel, f"{root / rel}: {found} rows, expected {want} ({what} or wrong file)")
 
 
-def _splitlines(path: Path, encoding: str) -> list[str]:
-    """``io.open(path, encoding=...).read().splitlines()`` (universal newlines, then splitlines)."""
-    return path.read_text(encoding=encoding).splitlines()
-
-
 def _join(text: str) -> str:
     return " ".join(text.split())
 
@@ -164,8 +159,9 @@ def load_sts_subsets(data_dir: str | Path, task: str) -> list[Pairs]:
         input_rel = f"{P.STS_DIRS[task]}/STS.input.{name}.txt"
         gold_rel = f"{P.STS_DIRS[task]}/STS.gs.{name}.txt"
         input_path, gold_path = _path(root, input_rel), _path(root, gold_rel)
-        rows = [line.split("\t") for line in _splitlines(input_path, "utf-8")]
-        raw_gold = _splitlines(gold_path, "utf-8")
+        # ``f.read().splitlines()``: universal newlines, then every Unicode line boundary
+        rows = [line.split("\t") for line in input_path.read_text(encoding="utf-8").splitlines()]
+        raw_gold = gold_path.read_text(encoding="utf-8").splitlines()
         if len(rows) != len(raw_gold):
             short = input_path if len(rows) < len(raw_gold) else gold_path
             raise _damaged(
@@ -216,7 +212,7 @@ def load_binary(data_dir: str | Path, task: str) -> Labelled:
     root = downstream_root(data_dir)
     samples: list[tuple[str, int]] = []
     for rel, label in zip(P.BINARY_FILES[task], (1, 0), strict=True):
-        lines = _splitlines(_path(root, rel), "latin-1")
+        lines = _path(root, rel).read_text(encoding="latin-1").splitlines()  # ``f.read().splitlines()``
         _check_rows(root, rel, len(lines))
         samples += [(_join(line), label) for line in lines]
     return _sorted_labelled(samples)
@@ -296,8 +292,15 @@ def sentences_in(data: Any) -> Iterable[str]:
         yield from data.b
 
 
+def load_tasks(data_dir: str | Path, tasks: Iterable[str], mode: str) -> tuple[dict[str, Any], list[str]]:
+    """The loaded ``tasks`` and every unique sentence to encode, shortest first: the one list, in the
+    one order, that an evaluation encodes (so that an encoding made in a separate job is the same arrays)."""
+    mode = P.check_mode(mode)
+    loaded = {task: load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
+    unique = set().union(*map(sentences_in, loaded.values()))
+    return loaded, sorted(unique, key=lambda s: (len(s), s))
+
+
 def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:
     """Unique sentences ``evaluate`` encodes for ``tasks`` in ``mode``, shortest first."""
-    mode = P.check_mode(mode)
-    unique = {s for task in P.check_tasks(tasks) for s in sentences_in(load_task(Path(data_dir), task, mode))}
-    return sorted(unique, key=lambda s: (len(s), s))
+    return load_tasks(data_dir, tasks, mode)[1]
