@@ -98,6 +98,18 @@ def build_tiny_bert(folder: str | Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
+def save_tiny_bert(folder: Path, vocab_size: int = 40):
+    """A 1-layer BERT (hidden 8, 2 heads, feed-forward 16) saved to ``folder``; returns the model."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
+    model = BertModel(config)
+    model.save_pretrained(folder)
+    return model
+
+
 def folder_files(folder: str | Path) -> dict[str, bytes]:
     """Every file under ``folder`` by relative POSIX path: the ``files`` of :meth:`HubStandin.add_repo`."""
     root = Path(folder)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
-from tests.workflow.test_warm import _alive, _wait_for
+from tests.workflow.helpers import alive, wait_for
 
 from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
 from .test_pipeline import reduced_demo, write
@@ -86,7 +86,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
     try:
         # A second Snakemake on the same files while the first runs: the first's record refuses it before
         # it plans anything (contrastlab.workflow.recovery.live_run_refusal).
-        _wait_for(lambda: list(runs_folder(results).glob("*.json")), 240, "the workflow to start")
+        wait_for(lambda: list(runs_folder(results).glob("*.json")), 240, "the workflow to start")
         second = snakemake_process(repo_root, *profile)
         assert second.returncode != 0
         refused = f"is in use by another run on this host (pid {workflow.pid}, started as "
@@ -109,7 +109,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
         def cell_of(snapshot: Path) -> Path:
             return Path(*snapshot.relative_to(results / "state" / "train").parts[:4])
 
-        snapshot = _wait_for(training_after_a_finished_job, 300, "a snapshot after a finished job")[0]
+        snapshot = wait_for(training_after_a_finished_job, 300, "a snapshot after a finished job")[0]
         killed_cell = cell_of(snapshot)
         jobs = _children(workflow.pid)
         assert jobs, "no job process found under Snakemake"
@@ -124,7 +124,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
         workflow.wait(timeout=30)
         killed_at = time.monotonic()
         # The jobs notice within a second or two; an orphan would still be training (seconds per cell).
-        _wait_for(lambda: not any(_alive(pid) for pid in jobs), 4, "the orphaned jobs to exit")
+        wait_for(lambda: not any(alive(pid) for pid in jobs), 4, "the orphaned jobs to exit")
         time.sleep(max(0.0, killed_at + 10 - time.monotonic()))
         assert not (results / "checkpoints" / killed_cell / "model").exists(), "an orphan finished the cell"
     finally:

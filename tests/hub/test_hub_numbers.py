@@ -15,7 +15,7 @@ from contrastlab.hub import mteb_results as mr
 from contrastlab.hub.publish import eval_results
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.senteval.tasks import Pairs
-from tests.hub.test_publish import save_tiny_bert
+from tests.hub_standin import save_tiny_bert
 
 # A one-layer BERT, hidden 8, 2 heads, feed-forward 16, 512 positions, 2 token types, vocabulary V:
 # embeddings 8V + 512*8 + 2*8 + LayerNorm 16 = 8V + 4128; the layer's Q, K, V 3*(8*8 + 8) = 216, attention

@@ -23,6 +23,7 @@ from contrastlab.hub import publish as pub
 from contrastlab.hub.cards import write_card, write_cards, write_model_card
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.paths import REPO_ROOT
+from tests.hub_standin import save_tiny_bert, sync_client_constants
 from tests.make_command import make_command, make_env
 
 WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
@@ -32,18 +33,6 @@ SCORES = {**STS, "STSBenchmark": 76.8512345, "SICKRelatedness": 70.5, "MR": 81.0
 BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
 NIE_CELL = {"experiment": "nie2023", "backbone": "bert-base", "method": "cl", "seed": 42}
 MARKERS = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
-
-
-def save_tiny_bert(folder: Path, vocab_size: int = 40):
-    """A 1-layer BERT (hidden 8, 2 heads, feed-forward 16) saved to ``folder``; returns the model."""
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(
-        vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
-    )
-    model = BertModel(config)
-    model.save_pretrained(folder)
-    return model
 
 
 def tiny_checkpoint(folder: Path) -> int:
@@ -704,8 +693,6 @@ def test_a_refused_push_ends_in_one_line_naming_the_status_and_the_fix(
     from http.server import ThreadingHTTPServer
 
     from huggingface_hub import HfApi
-
-    from tests.hub_standin import sync_client_constants
 
     configfile, found, _ = _finished_cell(tmp_path)
     plan = _plan(configfile, found)

@@ -181,7 +181,7 @@ def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observe
 def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_path, capsys, observed):
     """Weights cut short with no record are named, with the fix, by the job that loads them."""
     from contrastlab.models.text import load_backbone
-    from tests.hub.test_publish import save_tiny_bert
+    from tests.hub_standin import save_tiny_bert
 
     model = Path(Results(tmp_path).checkpoint(CELL, "model"))
     save_tiny_bert(model)

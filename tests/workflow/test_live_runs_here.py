@@ -18,8 +18,7 @@ import pytest
 
 from contrastlab.workflow import recovery
 from contrastlab.workflow.recovery import record_running_workflow, recover_killed_run, runs_folder
-from tests.workflow.test_recovery import _lock
-from tests.workflow.test_warm import _wait_for
+from tests.workflow.helpers import lock, wait_for
 
 #: One run: it reads a step per line ("record", "forget", "unlock") and answers "done"; it exits (its
 #: atexit hooks run) when its input closes. Its working directory is the workflow's: the Snakefile passes
@@ -152,8 +151,8 @@ def test_no_refusal_for_its_own_record_a_dead_run_or_a_run_elsewhere(tmp_path, r
 def test_two_runs_ending_together_leave_no_lock_behind(tmp_path, runs, first, observed):
     locks = tmp_path / ".snakemake" / "locks"
     held = {
-        "a": [_lock(locks, "0.input.lock", "results/a/data"), _lock(locks, "0.output.lock", "results/a/m")],
-        "b": [_lock(locks, "1.input.lock", "results/b/data"), _lock(locks, "1.output.lock", "results/b/m")],
+        "a": [lock(locks, "0.input.lock", "results/a/data"), lock(locks, "0.output.lock", "results/a/m")],
+        "b": [lock(locks, "1.input.lock", "results/b/data"), lock(locks, "1.output.lock", "results/b/m")],
     }
     run = {name: runs(tmp_path, tmp_path / "results" / name, *held[name]) for name in held}
     second = "b" if first == "a" else "a"
@@ -175,10 +174,10 @@ def test_two_runs_ending_together_leave_no_lock_behind(tmp_path, runs, first, ob
 
 def test_a_run_still_going_gets_its_locks_back_when_another_ends(tmp_path, runs):
     locks = tmp_path / ".snakemake" / "locks"
-    ending_locks = [_lock(locks, "0.output.lock", "results/a/m")]
+    ending_locks = [lock(locks, "0.output.lock", "results/a/m")]
     going_locks = [
-        _lock(locks, "1.input.lock", "results/b/data"),
-        _lock(locks, "1.output.lock", "results/b/m"),
+        lock(locks, "1.input.lock", "results/b/data"),
+        lock(locks, "1.output.lock", "results/b/m"),
     ]
     ending = runs(tmp_path, tmp_path / "results" / "a", *ending_locks)
     going = runs(tmp_path, tmp_path / "results" / "b", *going_locks)
@@ -204,8 +203,8 @@ def test_a_run_still_going_gets_its_locks_back_when_another_ends(tmp_path, runs)
 )
 def test_recovery_removes_the_lock_files_no_live_run_claims(tmp_path, runs, observed):
     locks = tmp_path / ".snakemake" / "locks"
-    stale = [_lock(locks, "0.input.lock", "results/x/data"), _lock(locks, "0.output.lock", "results/x/m")]
-    live_lock = _lock(locks, "1.output.lock", "results/b/m")
+    stale = [lock(locks, "0.input.lock", "results/x/data"), lock(locks, "0.output.lock", "results/x/m")]
+    live_lock = lock(locks, "1.output.lock", "results/b/m")
     live = runs(tmp_path, tmp_path / "results" / "b", live_lock)
     live.step("record")  # a live run on another results folder of this checkout
 
@@ -223,11 +222,11 @@ def test_recovery_removes_the_lock_files_no_live_run_claims(tmp_path, runs, obse
 def test_unclaimed_locks_stay_while_a_snakemake_without_a_record_runs_in_the_checkout(tmp_path):
     """A run between taking its locks and writing its record (onstart) claims them in no record yet."""
     locks = tmp_path / ".snakemake" / "locks"
-    _lock(locks, "0.output.lock", "results/x/m")
+    lock(locks, "0.output.lock", "results/x/m")
     starting = subprocess.Popen(["snakemake", "60"], executable=shutil.which("sleep"), cwd=tmp_path)
     try:
         # asked only once the scan sees the stand-in: on one CI run it did not yet (cause not found here)
-        _wait_for(lambda: starting.pid in recovery._snakemake_processes(tmp_path), timeout=10)
+        wait_for(lambda: starting.pid in recovery._snakemake_processes(tmp_path), timeout=10)
         assert recover_killed_run(str(tmp_path / "results" / "a"), tmp_path) == []
         assert _lock_names(locks) == ["0.output.lock"]
     finally:

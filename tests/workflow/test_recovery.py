@@ -24,12 +24,7 @@ from contrastlab.workflow.recovery import (
     this_machine,
     workflow_run,
 )
-
-
-def _lock(lock_dir: Path, name: str, *paths: str) -> Path:
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    (lock_dir / name).write_text("\n".join(paths) + "\n")
-    return lock_dir / name
+from tests.workflow.helpers import lock
 
 
 def _record(results: Path, name: str, **fields) -> Path:
@@ -50,7 +45,7 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     monkeypatch.delenv(RUN_VARIABLE, raising=False)
     results = tmp_path / "results"
     assert workflow_run() is None  # no run recorded
-    own = _lock(tmp_path / ".snakemake" / "locks", "0.output.lock", f"{results}/metrics/a.json")
+    own = lock(tmp_path / ".snakemake" / "locks", "0.output.lock", f"{results}/metrics/a.json")
     path = record_running_workflow(results, [own], tmp_path)
 
     record = json.loads(path.read_text())
@@ -79,10 +74,10 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         live_start = recovery._start_time(live.pid)
-        a_in = _lock(locks, "0.input.lock", f"{results}/data/corpus.txt")
-        a_out = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
-        b_out = _lock(locks, "1.output.lock", f"{results}/metrics/b/senteval.json")
-        unclaimed = _lock(locks, "2.output.lock", f"{tmp_path}/results-other/metrics/c.json")  # no record
+        a_in = lock(locks, "0.input.lock", f"{results}/data/corpus.txt")
+        a_out = lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+        b_out = lock(locks, "1.output.lock", f"{results}/metrics/b/senteval.json")
+        unclaimed = lock(locks, "2.output.lock", f"{tmp_path}/results-other/metrics/c.json")  # no record
         digests = {p: recovery._digest(p) for p in (a_in, a_out, b_out)}
         run_a = _record(
             results, "a", pid=live.pid, start_time=live_start, locks=[digests[a_in], digests[a_out]]
@@ -118,7 +113,7 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
 )
 def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path, where, observed):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
-    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    held = lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
     # Its pid does not run here: the very case where a pid-only check called a live remote run killed.
     path = _record(
         results, "remote", **where, pid=_ended_pid(), start_time="7", locks=[recovery._digest(held)]
@@ -138,7 +133,7 @@ def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path,
 )
 def test_a_record_of_this_host_from_before_a_reboot_is_cleared_in_one_line(tmp_path, observed):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
-    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    held = lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
     machine = {"boot_id": "a-boot-before-the-restart"}
     # its pid lives now (this process), as a pid of the earlier boot may: the boot id decides, not the pid
     start = recovery._start_time(os.getpid())
@@ -158,7 +153,7 @@ def test_a_record_of_this_host_from_before_a_reboot_is_cleared_in_one_line(tmp_p
 
 def test_a_record_of_an_older_contrastlab_is_named_not_trusted(tmp_path):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
-    held = _lock(locks, "0.output.lock", f"{results}")
+    held = lock(locks, "0.output.lock", f"{results}")
     legacy = results / "state" / "snakemake.json"
     legacy.parent.mkdir(parents=True)
     legacy.write_text(json.dumps({"pid": _ended_pid(), "start_time": "1", "command": []}))
@@ -173,9 +168,9 @@ def test_a_record_of_an_older_contrastlab_is_named_not_trusted(tmp_path):
 )
 def test_a_run_that_ends_gives_back_the_locks_of_the_runs_still_going(tmp_path, observed):
     locks = tmp_path / ".snakemake" / "locks"
-    own = _lock(locks, "0.output.lock", "results/b.json")
-    other = _lock(locks, "1.output.lock", "results/a/model")
-    other_input = _lock(locks, "0.input.lock", "results/a/corpus.txt")
+    own = lock(locks, "0.output.lock", "results/b.json")
+    other = lock(locks, "1.output.lock", "results/a/model")
+    other_input = lock(locks, "0.input.lock", "results/a/corpus.txt")
     # The ending run: forgets itself, then Snakemake's unlock removes the whole folder, then it exits.
     ending = textwrap.dedent(
         f"""
@@ -195,9 +190,9 @@ def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
     """A killed run's record claims one lock of content X: of two files holding X exactly one goes (the first
     by name), and a file of other content stays."""
     locks = tmp_path / "locks"
-    first = _lock(locks, "0.output.lock", "results/a/model")
-    twin = _lock(locks, "1.output.lock", "results/a/model")
-    other = _lock(locks, "2.output.lock", "results/b/model")
+    first = lock(locks, "0.output.lock", "results/a/model")
+    twin = lock(locks, "1.output.lock", "results/a/model")
+    other = lock(locks, "2.output.lock", "results/b/model")
     assert recovery._remove_locks(locks, [recovery._digest(first)]) == 1
     assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock", "2.output.lock"]
     assert twin.read_text() == "results/a/model\n" and other.is_file()
@@ -208,7 +203,7 @@ def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
     """A run that ends writes back another run's lock under the next free name where its name was taken,
     never twice, never for an owner whose record is gone, and one no record claimed yet."""
     locks = tmp_path / "locks"
-    _lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
+    lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
     live = _record(
         tmp_path / "results", "live", pid=os.getpid(), start_time=recovery._start_time(os.getpid())
     )
@@ -244,7 +239,7 @@ def _squeue(tmp_path: Path, monkeypatch, script: str) -> None:
 )
 def test_a_rerun_waits_for_the_slurm_jobs_of_a_killed_run(tmp_path, monkeypatch, observed):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
-    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    held = lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
     record = {**this_machine(), "pid": _ended_pid(), "start_time": "7", "locks": [recovery._digest(held)]}
     path = _record(results, recovery._record_path(results, recovery._run_id(record)).stem, **record)
     label, other = "rule train nie2023/tiny-bert/cl/seed42", "rule train nie2023/tiny-bert/dcl/seed42"

@@ -20,6 +20,7 @@ from filelock import FileLock
 
 from contrastlab.workflow import warm, warm_key
 from contrastlab.workflow.warm_key import starter_key
+from tests.workflow.helpers import alive, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
 
@@ -144,7 +145,7 @@ def _start_sleeping_job(place, report_name: str) -> tuple[subprocess.Popen, dict
     and what the job reported (its pid and parent)."""
     report = place[0] / report_name
     client = _start(place, report, sleep=60)
-    _wait_for(report.exists)
+    wait_for(report.exists)
     return client, json.loads(report.read_text())
 
 
@@ -156,7 +157,7 @@ def _starter_ready(place, run=_run) -> int:
         report = run(place)[1]
         return report["ppid"] if report["pid"] != _client_pid_of(report) else None
 
-    return _wait_for(served, timeout=90, what="a starter to serve the script")
+    return wait_for(served, timeout=90, what="a starter to serve the script")
 
 
 def _client_pid_of(report: dict) -> int:
@@ -247,7 +248,7 @@ def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
         client.send_signal(signum)
         _, stderr = client.communicate(timeout=30)
         assert client.returncode == -signum
-        _wait_for(lambda pid=job["pid"]: not _alive(pid), timeout=5)
+        wait_for(lambda pid=job["pid"]: not alive(pid), timeout=5)
         if signum == signal.SIGINT:  # Python's traceback, from the script's own frame on
             lines = stderr.splitlines()
             assert lines[lines.index("Traceback (most recent call last):") + 1].startswith(
@@ -302,7 +303,7 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
     may_not_wait = {**own, warm.WAIT_VARIABLE: "0"}
     options = {"until_a_starter_serves": True, "sleep": 5, "start_record": True}
     cold = _start(place, cold_report, may_not_wait, subprocess.DEVNULL, **options)
-    _wait_for(cold_report.exists, timeout=60)  # running cold, before any starter serves
+    wait_for(cold_report.exists, timeout=60)  # running cold, before any starter serves
     reports = [root / f"waited-{i}.json" for i in range(2)]
     waiting = [_start(place, report, own, subprocess.DEVNULL) for report in reports]
     assert [client.wait(timeout=120) for client in waiting] == [0, 0]
@@ -576,22 +577,6 @@ def test_a_refusal_is_remembered_and_the_next_job_of_its_key_starts_no_starter(p
     assert second_wall < 10, second_wall
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _wait_for(condition, timeout: float = 30, what: str = "the condition"):
-    """``condition()``'s first true value, asked every 0.1 s for at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.1)
-    return value
-
-
 # --- issue 76 item 3: a warm job sees what a cold one sees; each way a starter can fail ends clearly ------
 
 #: Why a job's client ends when its starter died under its fork (reliability W2).
@@ -670,7 +655,7 @@ def test_a_starter_killed_mid_job_ends_the_job_in_one_line_and_the_next_job_gets
     _, stderr = client.communicate(timeout=30)
     assert client.returncode == 1
     assert stderr.splitlines()[-1] == STARTER_GONE, stderr
-    _wait_for(lambda: not _alive(job["pid"]), timeout=5)  # the fork died with its starter
+    wait_for(lambda: not alive(job["pid"]), timeout=5)  # the fork died with its starter
     root, env = place
     address = root / f"contrastlab-warm-{os.getuid()}" / f"{starter_key(env)}.sock"
     assert address.is_socket() and warm._connect(address) is None  # stale (W1): nothing listens there
@@ -835,9 +820,9 @@ def test_two_clients_at_once_are_each_run_by_a_fork_of_their_own(place):
     root, _ = place
     reports = [root / f"together-{i}.json" for i in range(2)]
     clients = [_start(place, report, sleep=3, exit=4 + i) for i, report in enumerate(reports)]
-    _wait_for(lambda: all(report.exists() for report in reports))
+    wait_for(lambda: all(report.exists() for report in reports))
     jobs = [json.loads(report.read_text()) for report in reports]
-    assert all(_alive(job["pid"]) for job in jobs)  # both running at once
+    assert all(alive(job["pid"]) for job in jobs)  # both running at once
     outputs = [client.communicate(timeout=60) for client in clients]
     assert [client.returncode for client in clients] == [4, 5]
     assert outputs == [("to stdout\n", "to stderr\n")] * 2

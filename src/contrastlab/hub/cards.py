@@ -103,8 +103,13 @@ def _papers(experiment: str) -> list[str]:
         figures = [f for f in paper.figures.values() if experiment in f.experiments]
         shown = [m[0] for f in figures if (m := re.search(r"Fig\. [^:]+", f.caption))]
         seen = {reference(paper).rstrip("."): shown} if shown else {}
-    listed = {ref: " and ".join(dict.fromkeys(names)) for ref, names in seen.items()}  # then A, B and C
-    return [f"{ref}, {re.sub(' and (?=.* and )', ', ', names)}" for ref, names in listed.items()]
+    return [f"{ref}, {_and_listed(names)}" for ref, names in seen.items()]
+
+
+def _and_listed(names: list[str]) -> str:
+    """``names``, each once, as "A", "A and B" or "A, B and C"."""
+    *first, last = dict.fromkeys(names)
+    return f"{', '.join(first)} and {last}" if first else last
 
 
 def _number(value: Any) -> str:
