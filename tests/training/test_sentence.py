@@ -28,6 +28,7 @@ from tests.training.test_state import Payload
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
 
 HERE = Path(__file__).parent
+RUNNER = HERE / "_run_train.py"  # the killed run, in a process of its own (forked: tests/forked.py)
 FAMILIES = {  # one loss per paper family, with the protocol options its experiment uses
     "nie2023": dict(loss="infonce", protocol="simcse"),
     "li2024": dict(loss="mmhe", protocol="li2024", precision="fp32"),
@@ -116,11 +117,6 @@ def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family
     assert np.abs(got - expected).max() <= 1e-5
 
 
-def _train_in_a_process(args: dict, log: Path) -> multiprocessing.Process:
-    """_run_train.py in a process of its own (forked: tests/forked.py), its output in ``log``."""
-    return forked.run_script(HERE / "_run_train.py", [json.dumps(args)], log)
-
-
 def _info_step(state_dir: Path) -> int:
     try:
         return json.loads((state_dir / "state.json").read_text()).get("step", -1)
@@ -200,7 +196,7 @@ def test_resume_after_sigkill_is_bit_identical(
     kill_after = chooser.choice([2, 4, 6, 8, 10])
     killed_args = _train_args(settings, sentence_data, tmp_path / "killed", tmp_path / "cache")
 
-    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, tmp_path / "killed.log")
+    proc = forked.run_script(RUNNER, [json.dumps({**killed_args, "sleep": 0.15})], tmp_path / "killed.log")
     _wait(proc, tmp_path, lambda: _info_step(tmp_path / "killed" / "state") >= kill_after, "snapshot")
     time.sleep(chooser.uniform(0, 0.3))  # somewhere in the next steps
     proc.kill()  # SIGKILL
@@ -253,7 +249,9 @@ def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one
     """A kill mid-write of step 4's snapshot leaves step 2's, which resumes to the straight run, bitwise."""
     killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
-    proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, tmp_path / "killed.log")
+    proc = forked.run_script(
+        RUNNER, [json.dumps({**killed_args, "slow_write": 120.0})], tmp_path / "killed.log"
+    )
 
     def writing_after_step_6() -> bool:
         partial = list(state_dir.glob(f".{st.STATE_FILE}.*.partial"))
