@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -18,9 +19,11 @@ import torch
 from safetensors.torch import load_file
 from scipy.stats import spearmanr
 
+from contrastlab.losses import build_loss
 from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
+from contrastlab.training.sentence_step import embed_pairs
 from tests import forked
 from tests.training.conftest import TINY_SENTENCE, poison_loss
 from tests.training.test_state import Payload
@@ -284,6 +287,35 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     diffs = torch.cat([(a[key].float() - b[key].float()).abs().flatten() for key in a])
     assert diffs.max() <= 2 * steps * lr, diffs.max()
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
+
+
+def test_gradient_caching_replays_the_dropout_masks(tiny_bert, tokenized):
+    """train_step with micro-batches = encoding the same micro-batches with a graph (same RNG draws), so the
+    loss and every gradient are those of one pass over the whole batch."""
+    tokenizer, cached = tokenized
+    chunks = [cached.batch(np.arange(i, i + 8), tokenizer.pad_token_id) for i in (0, 8, 16)]
+    model = sentence._load_model(tiny_bert, 0.1).train()
+    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size)
+    loss_fn = build_loss("infonce")
+    params = [*model.parameters(), *head.parameters()]
+
+    torch.manual_seed(0)
+    cached_out, _, _ = sentence.train_step(
+        model, head, loss_fn, chunks, autocast=contextlib.nullcontext, with_stats=False
+    )
+    cached_grads = [None if p.grad is None else p.grad.clone() for p in params]  # the pooler has none
+    for p in params:
+        p.grad = None
+    torch.manual_seed(0)
+    views = [embed_pairs(model, head, ids, mask, contextlib.nullcontext) for ids, mask in chunks]
+    direct = loss_fn(torch.cat([v[0] for v in views]), torch.cat([v[1] for v in views]), with_stats=False)
+    direct.loss.backward()
+    torch.testing.assert_close(cached_out.loss, direct.loss)
+    assert sum(g is not None for g in cached_grads) > 10
+    for got, want in zip(cached_grads, [p.grad for p in params], strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
 
 
 @pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
