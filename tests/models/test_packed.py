@@ -231,8 +231,6 @@ def test_the_drop_in_encoder_returns_the_padded_models_states(arch):
     torch.testing.assert_close(out.last_hidden_state[real], ref.last_hidden_state[real], rtol=0, atol=1e-12)
     encoder.train()
     assert model.training
-    with pytest.raises(TypeError, match="set padding_free: false"):
-        PaddingFree(torch.nn.Linear(2, 2))
 
 
 @pytest.mark.parametrize("pooling", ["cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last"])
