@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from scipy.stats import spearmanr
 
 from contrastlab.losses import build_loss
+from contrastlab.paths import read_json
 from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
@@ -121,10 +122,7 @@ def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family
 
 
 def _info_step(state_dir: Path) -> int:
-    try:
-        return json.loads((state_dir / "state.json").read_text()).get("step", -1)
-    except (OSError, ValueError):
-        return -1
+    return read_json(state_dir / st.STATE_INFO).get("step", -1)  # -1 until the first snapshot is whole
 
 
 # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16: CPU
