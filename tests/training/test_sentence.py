@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -18,9 +19,12 @@ import torch
 from safetensors.torch import load_file
 from scipy.stats import spearmanr
 
+from contrastlab.losses import build_loss
+from contrastlab.paths import read_json
 from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
+from contrastlab.training.sentence_step import embed_pairs
 from tests import forked
 from tests.training.conftest import TINY_SENTENCE, poison_loss
 from tests.training.test_state import Payload
@@ -28,6 +32,7 @@ from tests.training.test_state import Payload
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
 
 HERE = Path(__file__).parent
+RUNNER = HERE / "_run_train.py"  # the killed run, in a process of its own (forked: tests/forked.py)
 FAMILIES = {  # one loss per paper family, with the protocol options its experiment uses
     "nie2023": dict(loss="infonce", protocol="simcse"),
     "li2024": dict(loss="mmhe", protocol="li2024", precision="fp32"),
@@ -116,16 +121,8 @@ def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family
     assert np.abs(got - expected).max() <= 1e-5
 
 
-def _train_in_a_process(args: dict, log: Path) -> multiprocessing.Process:
-    """_run_train.py in a process of its own (forked: tests/forked.py), its output in ``log``."""
-    return forked.run_script(HERE / "_run_train.py", [json.dumps(args)], log)
-
-
 def _info_step(state_dir: Path) -> int:
-    try:
-        return json.loads((state_dir / "state.json").read_text()).get("step", -1)
-    except (OSError, ValueError):
-        return -1
+    return read_json(state_dir / st.STATE_INFO).get("step", -1)  # -1 until the first snapshot is whole
 
 
 # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16: CPU
@@ -200,7 +197,7 @@ def test_resume_after_sigkill_is_bit_identical(
     kill_after = chooser.choice([2, 4, 6, 8, 10])
     killed_args = _train_args(settings, sentence_data, tmp_path / "killed", tmp_path / "cache")
 
-    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, tmp_path / "killed.log")
+    proc = forked.run_script(RUNNER, [json.dumps({**killed_args, "sleep": 0.15})], tmp_path / "killed.log")
     _wait(proc, tmp_path, lambda: _info_step(tmp_path / "killed" / "state") >= kill_after, "snapshot")
     time.sleep(chooser.uniform(0, 0.3))  # somewhere in the next steps
     proc.kill()  # SIGKILL
@@ -253,7 +250,9 @@ def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one
     """A kill mid-write of step 4's snapshot leaves step 2's, which resumes to the straight run, bitwise."""
     killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
-    proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, tmp_path / "killed.log")
+    proc = forked.run_script(
+        RUNNER, [json.dumps({**killed_args, "slow_write": 120.0})], tmp_path / "killed.log"
+    )
 
     def writing_after_step_6() -> bool:
         partial = list(state_dir.glob(f".{st.STATE_FILE}.*.partial"))
@@ -286,6 +285,35 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     diffs = torch.cat([(a[key].float() - b[key].float()).abs().flatten() for key in a])
     assert diffs.max() <= 2 * steps * lr, diffs.max()
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
+
+
+def test_gradient_caching_replays_the_dropout_masks(tiny_bert, tokenized):
+    """train_step with micro-batches = encoding the same micro-batches with a graph (same RNG draws), so the
+    loss and every gradient are those of one pass over the whole batch."""
+    tokenizer, cached = tokenized
+    chunks = [cached.batch(np.arange(i, i + 8), tokenizer.pad_token_id) for i in (0, 8, 16)]
+    model = sentence._load_model(tiny_bert, 0.1).train()
+    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size)
+    loss_fn = build_loss("infonce")
+    params = [*model.parameters(), *head.parameters()]
+
+    torch.manual_seed(0)
+    cached_out, _, _ = sentence.train_step(
+        model, head, loss_fn, chunks, autocast=contextlib.nullcontext, with_stats=False
+    )
+    cached_grads = [None if p.grad is None else p.grad.clone() for p in params]  # the pooler has none
+    for p in params:
+        p.grad = None
+    torch.manual_seed(0)
+    views = [embed_pairs(model, head, ids, mask, contextlib.nullcontext) for ids, mask in chunks]
+    direct = loss_fn(torch.cat([v[0] for v in views]), torch.cat([v[1] for v in views]), with_stats=False)
+    direct.loss.backward()
+    torch.testing.assert_close(cached_out.loss, direct.loss)
+    assert sum(g is not None for g in cached_grads) > 10
+    for got, want in zip(cached_grads, [p.grad for p in params], strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
 
 
 @pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from contrastlab import families
+from contrastlab.models.device import host_to_device
 
 __all__ = [
     "DRAWS",
@@ -137,8 +138,9 @@ def _check(model: torch.nn.Module, attention_mask: torch.Tensor, draws: str) -> 
 
 def pack(attention_mask: torch.Tensor, draws: str = "padded", device: torch.device | None = None) -> Packing:
     """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token). A host mask's tensors
-    reach ``device`` (default: the host) in one non-blocking copy (:func:`_to_device`): no host-device
-    sync. A device mask's stay on its device, and ``nonzero`` syncs once on CUDA."""
+    reach ``device`` (default: the host) in one non-blocking copy
+    (:func:`~contrastlab.models.device.host_to_device`): no host-device sync. A device mask's stay on its
+    device, and ``nonzero`` syncs once on CUDA."""
     mask = attention_mask.bool()
     n, width = mask.shape
     index = mask.reshape(-1).nonzero().squeeze(1)
@@ -146,18 +148,11 @@ def pack(attention_mask: torch.Tensor, draws: str = "padded", device: torch.devi
     first = torch.cumsum(lengths, 0) - lengths
     if mask.device.type == "cpu":
         target = mask.device if device is None else torch.device(device)
-        index, first, mask = _to_device((index, first, mask.reshape(-1).long()), target)
+        parts = (index, first, mask.reshape(-1).long())
+        buffer = host_to_device(torch.cat(parts), target)  # one copy for the three
+        index, first, mask = buffer.split([p.numel() for p in parts])
         mask = mask.view(n, width).bool()
     return Packing(n, width, index, mask[:, None, None, :], first, draws)
-
-
-def _to_device(parts: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Host int64 tensors on ``device`` through one buffer: one copy (page-locked and non-blocking on
-    CUDA: the host goes on at once, and the copy is ordered before the kernels that read it)."""
-    buffer = torch.cat(parts)
-    if device.type == "cuda":
-        buffer = buffer.pin_memory()
-    return buffer.to(device, non_blocking=True).split([p.numel() for p in parts])
 
 
 def _position_ids(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -187,60 +187,37 @@ def train(
     ``out_dir/train_summary.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
+    backbone_dir, out_dir, log_path = Path(backbone_dir), Path(out_dir), Path(log_path)
     with capture.deterministic_algorithms(settings.deterministic):
-        return _train(
-            settings,
-            run,
-            Path(backbone_dir),
-            (corpus_path, corpus_sha256),  # the path, and its digest where the job has it
-            dev_data_dir,
-            out_dir,
-            log_path,
-            cache_dir,
-            keep_state,
+        # The settings decided for the device (``s``); the snapshot fingerprint reads the configured
+        # ``settings``, so a snapshot written before a default became device-dependent resumes.
+        s, notes = _for_device(settings, run, backbone_dir)  # said once the run's log has begun
+        data = _load_corpus(s, backbone_dir, corpus_path, corpus_sha256, cache_dir, run.progress)
+        run.phases.mark("data_s")
+        model, head, head_name, params = _build_model(s, backbone_dir, run.device)
+        optimizer, scheduler = _optimizer(s, run, params, data.total_steps)
+        loss_fn = build_loss(s.loss, **s.loss_hp)
+        run.phases.mark("model_load_s")
+        # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
+        evaluator = DevEvaluator(
+            dev_data_dir, s.dev_task, data.tokenizer, run.device, batch_size=s.dev_batch_size
         )
-
-
-def _train(
-    configured: TrainSettings,
-    run: TrainingRun,
-    backbone_dir: Path,
-    corpus,
-    dev_data_dir,
-    out_dir,
-    log_path,
-    cache_dir,
-    keep_state: bool = False,
-) -> dict[str, Any]:
-    """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
-    the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
-    s, notes = _for_device(configured, run, backbone_dir)  # said once the run's log has begun
-    data = _load_corpus(s, backbone_dir, corpus, cache_dir, run.progress)
-    run.phases.mark("data_s")
-    model, head, head_name, params = _build_model(s, backbone_dir, run.device)
-    optimizer, scheduler = _optimizer(s, run, params, data.total_steps)
-    loss_fn = build_loss(s.loss, **s.loss_hp)
-    run.phases.mark("model_load_s")
-    # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
-    evaluator = DevEvaluator(
-        dev_data_dir, s.dev_task, data.tokenizer, run.device, batch_size=s.dev_batch_size
-    )
-    # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
-    select = DevSelection(s, run, evaluator, model, head, data.tokenizer)
-    analyse = GeometryProbe(s, run, data, evaluator, model, head)
-    fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus[0], head_name, params)
-    saved = run.load_snapshot(fingerprint)
-    if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
-        export = functools.partial(_export, run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
-        loop.export_outputs(run, export, keep_state)
-        return saved["summary"]
-    parts = StepParts(model, head, loss_fn, optimizer, params, data)  # the encoder decided at prepare()
-    track = _SentenceTrack(s, run, parts, scheduler, select, analyse, fingerprint)
-    track.desc = f"{s.loss} {backbone_dir.name}"
-    start = loop.begin(run, track, saved, run_info, notes)
-    del saved
-    loop.train_steps(run, track, start)
-    return _finish(run, track, data, run_info, Path(out_dir), Path(log_path), keep_state)
+        # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
+        select = DevSelection(s, run, evaluator, model, head, data.tokenizer)
+        analyse = GeometryProbe(s, run, data, evaluator, model, head)
+        fingerprint, run_info = _identity(settings, run, data, backbone_dir, corpus_path, head_name, params)
+        saved = run.load_snapshot(fingerprint)
+        if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
+            export = functools.partial(_export, run.state_dir, saved["summary"], out_dir, log_path)
+            loop.export_outputs(run, export, keep_state)
+            return saved["summary"]
+        parts = StepParts(model, head, loss_fn, optimizer, params, data)  # the encoder decided at prepare()
+        track = _SentenceTrack(s, run, parts, scheduler, select, analyse, fingerprint)
+        track.desc = f"{s.loss} {backbone_dir.name}"
+        start = loop.begin(run, track, saved, run_info, notes)
+        del saved
+        loop.train_steps(run, track, start)
+        return _finish(run, track, data, run_info, out_dir, log_path, keep_state)
 
 
 class _SentenceTrack(loop.Track):
@@ -329,15 +306,16 @@ def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path)
     return capture.for_device(configured, run.device, precision=run.precision.name, model_type=model_type)
 
 
-def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus, cache_dir, progress: bool) -> _Corpus:
+def _load_corpus(
+    s: TrainSettings, backbone_dir: Path, corpus_path, corpus_sha256, cache_dir, progress: bool
+) -> _Corpus:
     from transformers import AutoTokenizer
 
     t = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
-    corpus_path, digest = corpus
     sentences, cache_path = load_tokenized_corpus(
-        corpus_path, tokenizer, s.max_length, cache, progress=progress, corpus_sha256=digest
+        corpus_path, tokenizer, s.max_length, cache, progress=progress, corpus_sha256=corpus_sha256
     )
     trainable = len(sentences) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
     if trainable < 2:

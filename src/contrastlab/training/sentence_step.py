@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from contrastlab import families
+from contrastlab.models.device import host_to_device
 from contrastlab.models.text import attention_bias
 
 __all__ = ["CLIP_NORM", "ROBERTA_TYPES", "StepParts", "build_head", "embed_pairs", "to_device", "train_step"]
@@ -130,10 +131,7 @@ def train_step(
 def to_device(
     ids: torch.Tensor, mask: torch.Tensor, device: torch.device, *, host_mask: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch on ``device``: through pinned memory, without blocking, on CUDA; as it is elsewhere. With
+    """A batch on ``device`` (:func:`~contrastlab.models.device.host_to_device`). With
     ``host_mask`` the mask stays on the host (the padding-free encoder's, :mod:`contrastlab.models.packed`:
     its gather indices are built from the host copy, with no host sync)."""
-    if device.type != "cuda":
-        return ids, mask
-    ids = ids.pin_memory().to(device, non_blocking=True)
-    return ids, mask if host_mask else mask.pin_memory().to(device, non_blocking=True)
+    return host_to_device(ids, device), mask if host_mask else host_to_device(mask, device)

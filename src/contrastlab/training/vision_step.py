@@ -13,6 +13,7 @@ import torch
 
 from contrastlab.data.images import NUM_CLASSES, labelled_subset
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.models.device import host_to_device
 from contrastlab.training.augment import two_views
 
 __all__ = ["OarBatch", "OarBatches", "host_to_device", "labelled_order", "train_step"]
@@ -106,12 +107,3 @@ class OarBatches:
 def labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
     """The order of the labelled subset in one pass over it (independent of the main epoch order)."""
     return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
-
-
-def host_to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
-    the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
-    tensor = torch.from_numpy(array)
-    if device.type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
