@@ -15,7 +15,6 @@ turns them into the one line (or None) with the fixing command (``make install C
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 
@@ -60,9 +59,7 @@ def _version(text: str) -> tuple[int, ...]:
 
 def query_nvidia_smi(timeout: float = 30.0) -> tuple[str | None, list[Gpu]]:
     """``(driver version, GPUs)`` from ``nvidia-smi`` (``(None, [])`` where it is missing or fails)."""
-    if shutil.which("nvidia-smi") is None:
-        return None, []
-    try:
+    try:  # no nvidia-smi on PATH: FileNotFoundError, an OSError
         listed = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
             capture_output=True,

@@ -19,10 +19,11 @@ from contrastlab.paths import REPO_ROOT
 VERSIONED_PACKAGES = ("contrastlab", "torch", "transformers", "tokenizers", "scikit-learn", "scipy", "numpy")
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, timeout: float = 10) -> str | None:
+    """git's output on ``args`` in the checkout; None where it fails, exits non-zero or takes too long."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10, check=True
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=timeout, check=True
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -41,15 +42,7 @@ CODE_PATHS = ("src", "scripts", "rules", "Snakefile")
 def code_differs(sha: str) -> bool:
     """Whether the code (:data:`CODE_PATHS`) at commit ``sha`` differs from the checkout's HEAD; True where
     git cannot tell (no git, a commit this clone lacks)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "diff", "--quiet", sha, "HEAD", "--", *CODE_PATHS],
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return True
-    return done.returncode != 0
+    return _git("diff", "--quiet", sha, "HEAD", "--", *CODE_PATHS, timeout=30) is None
 
 
 def package_versions() -> dict[str, str]:

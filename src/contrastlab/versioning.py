@@ -371,9 +371,8 @@ def _dvc(args: Sequence[str], root: Path, *, capture: bool = False) -> subproces
 
 
 def _check(done: subprocess.CompletedProcess, what: str) -> None:
-    if done.returncode != 0:
-        detail = " ".join((done.stderr or "").split())[-300:] if done.stderr else "see its output above"
-        raise VersioningError(f"{what} failed (exit {done.returncode}): {detail}")
+    if done.returncode != 0:  # a step run without capture (every caller's): its output is above
+        raise VersioningError(f"{what} failed (exit {done.returncode}): see its output above")
 
 
 def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push: bool = True) -> list[Path]:

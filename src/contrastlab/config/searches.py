@@ -12,8 +12,7 @@ from contrastlab.config.schema import ConfigError, check_values, load_schema, wi
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss, resolve_user_loss
 
-#: Keys of a stage and of a relative axis.
-STAGE_KEYS = ("grid", "around")
+#: The keys of a relative axis (``around``) and how a point's name writes each.
 RELATIVE_OPS = {"times": "x", "plus": "+"}
 
 
@@ -122,8 +121,10 @@ def _searchable_keys() -> frozenset[str]:
     return frozenset(schema) - {"precision", "protocol"}
 
 
-def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
-    if not isinstance(stage, Mapping) or not stage or set(stage) - set(STAGE_KEYS):
+def _check_stage(stage: Mapping[str, Any], k: int, where: str, keys: frozenset[str]) -> None:
+    """What the schema's ``search_stage`` (the stage's keys, lists and numbers, checked first) cannot
+    say: an axis, each searchable and its grid values ones its key takes, no ``around`` in stage 1."""
+    if not stage:
         raise ConfigError(f"config key {where}: a stage is {{grid: {{axis: [values]}}, around: {{...}}}}")
     axes = list(stage.get("grid") or {}) + list(stage.get("around") or {})
     if not axes:
@@ -134,19 +135,9 @@ def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
                 f"config key {where}.{axis}: not a searchable setting; use a training key or hp.<name>"
             )
     for axis, values in (stage.get("grid") or {}).items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"config key {where}.grid.{axis}: a non-empty list of values")
         if not axis.startswith("hp."):
             check_values(f"{where}.grid.{axis}", values, f"training.{axis}")
-    for axis, rel in (stage.get("around") or {}).items():
-        if k == 1:
-            raise ConfigError(f"config key {where}.around: stage 1 has no earlier winner; use grid")
-        if not isinstance(rel, Mapping) or len(rel) != 1 or next(iter(rel)) not in RELATIVE_OPS:
-            raise ConfigError(
-                f"config key {where}.around.{axis}: give {{times: [factors]}} or {{plus: [offsets]}}"
-            )
-        values = next(iter(rel.values()))
-        if not isinstance(values, list) or not values or not all(isinstance(v, int | float) for v in values):
-            raise ConfigError(f"config key {where}.around.{axis}: a non-empty list of numbers")
+    if k == 1 and stage.get("around"):
+        raise ConfigError(f"config key {where}.around: stage 1 has no earlier winner; use grid")
     if set(stage.get("grid") or {}) & set(stage.get("around") or {}):
         raise ConfigError(f"config key {where}: an axis is either in grid or in around, not both")

@@ -213,7 +213,7 @@ def evaluate_claim(
         return ClaimResult(claim, NOT_RUN, parts, configured=False)
     seeds = grid.experiment(name).seeds
     values = _seed_values(metrics, name, seeds)
-    ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
+    ours_for = grid.experiment(name).ours_for
     strata = functools.partial(cell_stratum, grid, name)
     if relation == "trend":
         parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
@@ -233,7 +233,7 @@ def _in_grid(grid: Grid, claim: dict[str, Any], parts: list[PartResult]) -> bool
     ``evaluated``); a figure's part: its study in the config, the methods its rows name in the grid."""
     name = str(claim["experiment"])
     exp = grid.experiment(name)
-    ours_for = {paper: toy for toy, paper in exp.stand_ins.items()}
+    ours_for = exp.ours_for
 
     def cells_in(backbone: str, cells: list[tuple[str, str]]) -> bool:
         ours = ours_backbone(backbone, exp.spec, ours_for)
@@ -386,7 +386,7 @@ def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, s
         if result.verdict != UNDECIDED or result.claim.get("relation") == "figure_values":
             continue
         name = result.claim["experiment"]
-        ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
+        ours_for = grid.experiment(name).ours_for
         for p in result.parts:
             if p.status == UNDECIDED:
                 backbone = ours_for.get(p.backbone, p.backbone)

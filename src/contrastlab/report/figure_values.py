@@ -149,7 +149,7 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
     # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
     configured = grid.experiment(name).has_study
     root = Path(grid.results.figures) if grid.options.names_results and configured else None
-    ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
+    ours_for = grid.experiment(name).ours_for
     frames: dict[str, pd.DataFrame | None] = {}
     parts = []
     coarser, noted = _coarser(grid), False

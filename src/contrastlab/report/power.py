@@ -97,7 +97,7 @@ def claim_structure(
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
     metrics = claim_metrics(claim, name) if text else control["metrics"]
     result = evaluate_claim(claim, metrics, control["grid"])
-    ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
+    ours_for = grid.experiment(name).ours_for
     stratum_of = functools.partial(cell_stratum, grid, name)
     ours_of = functools.partial(ours_backbone, experiment=experiment, ours_for=ours_for)
     rows = _part_rows(result.parts, {**control["values"], **text}, ours_of, stratum_of)
