@@ -85,7 +85,6 @@ class Calibration:
     overheads_s: Mapping[str, float]
     gpu_memory_gib: float
     device: str
-    source: str
     measured: bool
     path: str
     filled_from_default: tuple[str, ...] = ()
@@ -196,7 +195,6 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         overheads,
         float(memory),
         str(data.get("device") or "unknown device"),
-        str(data.get("source") or ""),
         bool(data.get("measured")),
         f"the shipped {shipped} file (contrastlab/cost/{chosen.name})" if shipped else str(chosen),
         tuple(filled) if chosen != DEFAULT_CALIBRATION else (),
@@ -255,10 +253,6 @@ class Measurement:
     step_flops: float
     steps_per_s: float
 
-    @property
-    def achieved_tflops(self) -> float:
-        return self.step_flops * self.steps_per_s / 1e12
-
 
 def calibration_from_measurements(
     measurements: Iterable[Measurement],
@@ -309,23 +303,18 @@ def calibration_from_measurements(
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
     if written := {key: figures for key, figures in (packing or {}).items() if figures}:
-        out["packing"] = _packing_section(source, written)
+        out["packing"] = {
+            "measured": True,
+            "source": f"{source}: 1, 2 and 4 concurrent small cells",
+            "speedup": {},
+            **{
+                key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
+                for key, f in written.items()
+            },
+        }
     if missing_parts:
         out["missing_parts"] = list(missing_parts)
     return out
-
-
-def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[str, Any]:
-    """A calibration's ``packing`` of measured figures, counts as strings."""
-    return {
-        "measured": True,
-        "source": f"{source}: 1, 2 and 4 concurrent small cells",
-        "speedup": {},
-        **{
-            key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
-            for key, f in written.items()
-        },
-    }
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
