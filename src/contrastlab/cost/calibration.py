@@ -303,18 +303,23 @@ def calibration_from_measurements(
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
     if written := {key: figures for key, figures in (packing or {}).items() if figures}:
-        out["packing"] = {
-            "measured": True,
-            "source": f"{source}: 1, 2 and 4 concurrent small cells",
-            "speedup": {},
-            **{
-                key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
-                for key, f in written.items()
-            },
-        }
+        out["packing"] = _packing_section(source, written)
     if missing_parts:
         out["missing_parts"] = list(missing_parts)
     return out
+
+
+def _packing_section(source: str, written: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[str, Any]:
+    """A calibration's ``packing`` of measured figures, counts as strings."""
+    return {
+        "measured": True,
+        "source": f"{source}: 1, 2 and 4 concurrent small cells",
+        "speedup": {},
+        **{
+            key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
+            for key, f in written.items()
+        },
+    }
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
