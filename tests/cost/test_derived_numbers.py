@@ -81,7 +81,6 @@ def _hand_calibration() -> cl_calibration.Calibration:
         overheads_s={},
         gpu_memory_gib=141.0,
         device="NVIDIA H200",
-        source="by hand",
         measured=True,
         path="hand.json",
     )

@@ -124,14 +124,9 @@ def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
     rows = []
     for precision, f in H200_2026_11_28.items():
         work = cell_work(grid, cells[precision])
-        summary = {
-            "steps": 300,
-            "precision": precision,
-            "device_name": "NVIDIA H200",
-            "settings": {"max_length": 32},
-            "evals": [{"step": s, "seconds": f["dev"] / 4} for s in (0, 100, 200, 300)],
-            "timings": {"train_s": 300 / f["rate"], "eval_s": f["dev"], "state_s": f["snapshots"]},
-        }
+        summary = _summary(train_s=300 / f["rate"], eval_s=f["dev"], state_s=f["snapshots"])
+        evals = [{"step": s, "seconds": f["dev"] / 4} for s in (0, 100, 200, 300)]
+        summary |= {"steps": 300, "precision": precision, "device_name": "NVIDIA H200", "evals": evals}
         row = R.cell_row(
             summary,
             work.step_flops,

@@ -85,7 +85,6 @@ class Calibration:
     overheads_s: Mapping[str, float]
     gpu_memory_gib: float
     device: str
-    source: str
     measured: bool
     path: str
     filled_from_default: tuple[str, ...] = ()
@@ -196,7 +195,6 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         overheads,
         float(memory),
         str(data.get("device") or "unknown device"),
-        str(data.get("source") or ""),
         bool(data.get("measured")),
         f"the shipped {shipped} file (contrastlab/cost/{chosen.name})" if shipped else str(chosen),
         tuple(filled) if chosen != DEFAULT_CALIBRATION else (),
@@ -254,10 +252,6 @@ class Measurement:
     precision: str
     step_flops: float
     steps_per_s: float
-
-    @property
-    def achieved_tflops(self) -> float:
-        return self.step_flops * self.steps_per_s / 1e12
 
 
 def calibration_from_measurements(

@@ -295,7 +295,7 @@ def calibration_from_rows(
         "project": machine["project"],
         "rows": machine["rows"],
         "built_by": BUILT_BY,
-        "source": _h200_source(machine, host["torch"], fig["parts"], bench),
+        "source": _h200_source(machine, host["torch"], bench, **fig["parts"]),
         "peak_tflops": peaks,
         "mfu": _mfu(fig["achieved"], peaks),
         "achieved_tflops": fig["achieved"],
@@ -307,9 +307,8 @@ def calibration_from_rows(
     }
 
 
-def _h200_source(machine, torch_version, parts, bench) -> str:
+def _h200_source(machine, torch_version, bench, sentence, dev, whole, net, extra) -> str:
     """The file's ``source``: where the figures come from, with the figures."""
-    sentence, dev, whole, net, extra = (parts[k] for k in ("sentence", "dev", "whole", "net", "extra"))
     s = {p: f"{v:.1f}" for p, v in sentence.items()}
     origin = (
         f"../shared/docs/gpu-measured.md and its raw rows, and {bench['path']} (benchmarks/gpu_bench.py, "
