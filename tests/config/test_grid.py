@@ -167,6 +167,7 @@ def test_the_grid_answers_what_the_report_asks():
     grid = cl_config.Grid(make(**{"tables": {"verdict_stand_ins": stand_ins}, "oar_synthetic": {}}))
     assert grid.experiment("img").stand_ins == {"r18": "resnet18-cifar"}
     assert grid.experiment("txt").stand_ins == {}
+    assert [grid.experiment("img").ours(b) for b in ("resnet18-cifar", "r18", "vit")] == ["r18", "r18", "vit"]
     assert list(grid.options.verdict_stand_ins) == ["img", "macl"]  # as written, one not configured too
     assert grid.experiment("txt").has_study and grid.experiment("oar_synthetic").has_study
     assert not grid.experiment("macl").has_study

@@ -329,6 +329,13 @@ class Experiment:
         """:attr:`stand_ins` turned round: paper backbone -> the toy backbone whose cells stand for it."""
         return {paper: toy for toy, paper in self.stand_ins.items()}
 
+    def ours(self, backbone: str) -> str:
+        """The backbone whose cells stand for a paper's ``backbone``: itself where the experiment has it,
+        else its toy stand-in (:attr:`ours_for`), else itself."""
+        if backbone in (self.spec.get("backbones") or []):
+            return backbone
+        return self.ours_for.get(backbone, backbone)
+
     @functools.cached_property
     def cells(self) -> tuple[Cell, ...]:
         """Every configured cell of the experiment, whatever ``select:`` keeps."""

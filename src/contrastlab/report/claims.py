@@ -43,7 +43,6 @@ from contrastlab.report.parts import (
     REPRODUCED,
     UNDECIDED,
     PartResult,
-    ours_backbone,
     tasks_of,
 )
 from contrastlab.report.trend import check_trend, trend_parts
@@ -211,15 +210,15 @@ def evaluate_claim(
             for p in claim["parts"]
         ]
         return ClaimResult(claim, NOT_RUN, parts, configured=False)
-    seeds = grid.experiment(name).seeds
-    values = _seed_values(metrics, name, seeds)
-    ours_for = grid.experiment(name).ours_for
+    exp = grid.experiment(name)
+    values = _seed_values(metrics, name, exp.seeds)
+    ours_for = exp.ours_for
     strata = functools.partial(cell_stratum, grid, name)
     if relation == "trend":
-        parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
+        parts, pending = trend_parts(claim, exp, values, level, strata)
     else:
-        pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
-        parts, pending = contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
+        pools = noise_pools(metrics, name, exp.seeds, grid).set_index(["backbone", "key", "stratum"])
+        parts, pending = contrast_parts(claim, exp, values, pools, shift, level, strata)
     _holm_and_seeds(parts, pending, level, claim.get("at_least", 0))
     for p in parts:  # whose cells the numbers are: a toy's where the config lacks the paper's backbone
         p.stand_in = "" if p.backbone in (experiment.get("backbones") or []) else ours_for.get(p.backbone, "")
@@ -233,11 +232,9 @@ def _in_grid(grid: Grid, claim: dict[str, Any], parts: list[PartResult]) -> bool
     ``evaluated``); a figure's part: its study in the config, the methods its rows name in the grid."""
     name = str(claim["experiment"])
     exp = grid.experiment(name)
-    ours_for = exp.ours_for
 
     def cells_in(backbone: str, cells: list[tuple[str, str]]) -> bool:
-        ours = ours_backbone(backbone, exp.spec, ours_for)
-        return all(configured(grid, name, ours, m) and evaluated(grid, t) for m, t in cells)
+        return all(configured(grid, name, exp.ours(backbone), m) and evaluated(grid, t) for m, t in cells)
 
     if claim.get("relation") != "figure_values":
         return any(cells_in(p.backbone, [cell_of(t, p.task) for t in p.terms]) for p in parts)

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from contrastlab.config import expanded_methods
-from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, PartResult, ours_backbone, settle, tasks_of
+from contrastlab.config import Experiment, expanded_methods
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, PartResult, settle, tasks_of
 from contrastlab.stats import blocked_pooled_std, contrast_variance
 from contrastlab.tables.metrics import PRETRAINED
 
@@ -73,17 +73,16 @@ def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: s
 
 def contrast_parts(
     claim: dict[str, Any],
-    experiment: dict,
+    exp: Experiment,
     values: dict,
     pools: pd.DataFrame,
-    ours_for: dict[str, str],
     shift: float,
     level: float,
     stratum_of: Callable[[str, str], str],
 ) -> tuple[list[PartResult], list[tuple]]:
     """The contrast parts of a claim, each evaluated on its own, and for each tested part (result, Δ, s,
     factor, ν(n)), from which the seeds it would need are computed."""
-    measured = _measured_parts(claim, experiment, values, ours_for, stratum_of)
+    measured = _measured_parts(claim, exp, values, stratum_of)
     own = _own_pools([(r, o, ps) for r, o, _, ps, mode in measured if mode == "own"], stratum_of)
     noise = _Noise(values, pools, stratum_of, own)
     parts, pending = [], []
@@ -96,18 +95,17 @@ def contrast_parts(
 
 def _measured_parts(
     claim: dict[str, Any],
-    experiment: dict,
+    exp: Experiment,
     values: dict,
-    ours_for: dict[str, str],
     stratum_of: Callable[[str, str], str],
 ) -> list[Measured]:
     """Every part of the claim on every backbone and task, resolved to its cells and measured
     (:func:`_measured`); a part whose resolved contrast was measured already is measured once."""
     measured: list[Measured] = []
     resolved: set[tuple] = set()  # parts already evaluated, as (backbone, task, resolved terms)
-    one_value = all(len(v) < 2 for v in (experiment.get("sweep") or {}).values())
+    one_value = all(len(v) < 2 for v in (exp.spec.get("sweep") or {}).values())
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
-        ours = ours_backbone(backbone, experiment, ours_for)
+        ours = exp.ours(backbone)
         for part in claim["parts"]:
             wanted = contrast(part)
             positions = {cell_of(m, "")[0].split("@", 1)[1] for m in wanted if "@" in m}
@@ -118,7 +116,7 @@ def _measured_parts(
             terms: dict[str, float] = {}  # each sweep position resolved to its point (_resolve)
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
                 method, cell_task = cell_of(m, task)
-                name = _resolve(method, experiment, values, ours, cell_task)
+                name = _resolve(method, exp.spec, values, ours, cell_task)
                 key = name if cell_task == task else f"{name}/{cell_task}"  # a term on another task
                 terms[key] = terms.get(key, 0.0) + c
             same = (ours, task, frozenset(terms.items()))

@@ -25,11 +25,6 @@ def tasks_of(claim: dict[str, Any]) -> list[str]:
     return [str(t) for t in task] if isinstance(task, list | tuple) else [str(task)]
 
 
-def ours_backbone(backbone: str, experiment: dict, ours_for: dict[str, str]) -> str:
-    """The backbone whose cells stand for the claim's ``backbone`` (itself, or its toy stand-in)."""
-    return backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
-
-
 @dataclass
 class PartResult:
     """One evaluated part (a contrast, or a trend: a slope over a sweep) on one backbone and task."""

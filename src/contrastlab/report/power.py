@@ -37,7 +37,7 @@ from contrastlab.report.control import (
     published_metrics,
     text_cells,
 )
-from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult, ours_backbone
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult
 from contrastlab.report.simulation import BLOCKED, OWN, REPLICATES, UNPAIRED, Structure, decided_probability
 from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
@@ -97,10 +97,8 @@ def claim_structure(
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
     metrics = claim_metrics(claim, name) if text else control["metrics"]
     result = evaluate_claim(claim, metrics, control["grid"])
-    ours_for = grid.experiment(name).ours_for
     stratum_of = functools.partial(cell_stratum, grid, name)
-    ours_of = functools.partial(ours_backbone, experiment=experiment, ours_for=ours_for)
-    rows = _part_rows(result.parts, {**control["values"], **text}, ours_of, stratum_of)
+    rows = _part_rows(result.parts, {**control["values"], **text}, grid.experiment(name).ours, stratum_of)
     measured = measured or {}
     try:  # each cell's σ: its pool's as the runs measured it (measured_noise), else its metric's prior
         pool_keys = [(name, b, task, stratum_of(b, method)) for b, method, task in rows.cells]

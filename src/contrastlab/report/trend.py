@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from contrastlab.config import expanded_methods
-from contrastlab.report.parts import NOT_RUN, PartResult, ours_backbone, settle, tasks_of
+from contrastlab.config import Experiment, expanded_methods
+from contrastlab.report.parts import NOT_RUN, PartResult, settle, tasks_of
 from contrastlab.stats import fit_slope
 
 #: Directions of a trend part and the sign that turns its slope into Δ.
@@ -124,16 +124,15 @@ def phase_fit(
 
 def phased_parts(
     claim: dict[str, Any],
-    experiment: dict[str, Any],
+    exp: Experiment,
     values: dict,
-    ours_for: dict[str, str],
     level: float,
     stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
     """A ``trend`` claim with ``phases``: each part's slope within its phase, its noise pooled per
     stratum (``stratum_of``; None: per method) from :func:`_phase_pools`; returns as :func:`trend_parts`."""
     scale = claim.get("scale", "linear")
-    axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
+    axis = next(iter(exp.spec.get("sweep") or {"": None})).removeprefix("hp.")
     names = list(claim["phases"])
     spans = [tuple(x_of(float(v), scale) for v in claim["phases"][ph]) for ph in names]
     lo = min(float(v[0]) for v in claim["phases"].values())
@@ -141,13 +140,13 @@ def phased_parts(
     parts, pending = [], []
     strata = stratum_of if claim.get("pool", "stratum") == "stratum" else None
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
-        ours = ours_backbone(backbone, experiment, ours_for)
-        fitted, pools = _phase_pools(claim, experiment, values, ours, task, [lo, hi], scale, spans, strata)
+        ours = exp.ours(backbone)
+        fitted, pools = _phase_pools(claim, exp.spec, values, ours, task, [lo, hi], scale, spans, strata)
         for part in claim["parts"]:
             k = names.index(part["phase"])
             label = trend_label(claim, part, axis)
             in_phase = sweep_points(
-                experiment, {"sweep": part["sweep"], "over": claim["phases"][part["phase"]]}
+                exp.spec, {"sweep": part["sweep"], "over": claim["phases"][part["phase"]]}
             )
             result = PartResult(backbone, {n: 0.0 for n, _ in in_phase}, NOT_RUN, task=task, trend=label)
             parts.append(result)
@@ -208,9 +207,8 @@ def _phase_pools(
 
 def trend_parts(
     claim: dict[str, Any],
-    experiment: dict[str, Any],
+    exp: Experiment,
     values: dict,
-    ours_for: dict[str, str],
     level: float,
     stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
@@ -218,14 +216,14 @@ def trend_parts(
     out), and per tested part (result, Δ, s, 1 / S_xx,pts, ν(n)) for the seeds per point that would decide
     it (ν(n) = n P − 2 at P points); a claim with ``phases`` per phase (:func:`phased_parts`)."""
     if claim.get("phases"):
-        return phased_parts(claim, experiment, values, ours_for, level, stratum_of)
+        return phased_parts(claim, exp, values, level, stratum_of)
     scale = claim.get("scale", "linear")
-    axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
+    axis = next(iter(exp.spec.get("sweep") or {"": None})).removeprefix("hp.")
     parts, pending = [], []
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
-        ours = ours_backbone(backbone, experiment, ours_for)
+        ours = exp.ours(backbone)
         for part in claim["parts"]:
-            points = sweep_points(experiment, part)
+            points = sweep_points(exp.spec, part)
             runs = {n: values.get((ours, n, task)) or {} for n, _ in points}
             runs = {n: [v for v in r.values() if not math.isnan(v)] for n, r in runs.items()}
             label = trend_label(claim, part, axis)
