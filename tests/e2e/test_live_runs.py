@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
+from tests.workflow.helpers import wait_for
 
 from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
 from .test_pipeline import write
-from .test_recovery import _macl_pair, _wait_for, start_snakemake
+from .test_recovery import _macl_pair, start_snakemake
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
@@ -29,7 +30,7 @@ def _record_of(results: Path, pid: int) -> Path:
     def found():
         return [p for p in runs_folder(results).glob("*.json") if json.loads(p.read_text())["pid"] == pid]
 
-    return _wait_for(found, 240, f"the record of run {pid}")[0]
+    return wait_for(found, 240, f"the record of run {pid}")[0]
 
 
 def _held_locks(repo_root: Path, record: Path) -> dict[Path, bytes]:
@@ -70,9 +71,9 @@ def _a_untouched(repo_root: Path, live_run) -> str:
     assert record.is_file(), "run A's record was removed"
     assert {lock: lock.read_bytes() for lock in locks if lock.exists()} == locks, "run A's locks were touched"
     snapshot = results / "state" / "train" / CELL / "simcse" / "seed42" / "state.pt"
-    _wait_for(snapshot.is_file, 120, "run A's first snapshot")
+    wait_for(snapshot.is_file, 120, "run A's first snapshot")
     written = snapshot.stat().st_mtime_ns
-    _wait_for(lambda: snapshot.stat().st_mtime_ns != written, 60, "run A's next snapshot (it trains on)")
+    wait_for(lambda: snapshot.stat().st_mtime_ns != written, 60, "run A's next snapshot (it trains on)")
     return f"A (pid {a.pid}) alive, {len(locks)} lock file(s) and record intact, still snapshotting"
 
 

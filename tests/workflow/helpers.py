@@ -1,5 +1,5 @@
-"""What the workflow tests and tests/e2e/test_recovery.py share: a process's liveness, a bounded wait,
-and a Snakemake lock file."""
+"""What the workflow tests and tests/e2e/test_{recovery,live_runs}.py share: a process's liveness, a
+bounded wait, and a Snakemake lock file."""
 
 from __future__ import annotations
 
