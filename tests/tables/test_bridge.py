@@ -7,7 +7,7 @@ from pathlib import Path
 from contrastlab.evaluation.bridge import BRIDGE_FILE, PROVENANCE_FILE, STEPS
 from contrastlab.paths import Results
 from contrastlab.report import build_report
-from contrastlab.tables.bridge import write_bridge_table
+from contrastlab.tables.bridge import bridge_rows, write_bridge_table
 
 PARTS = dict(zip(STEPS, [-1.25, 0.0, 0.5, 0.0, 0.000004], strict=True))
 
@@ -26,7 +26,7 @@ def _write_bridge(results: Results, place: str) -> None:
 def test_one_row_per_checkpoint_and_task_whose_parts_add_up_also_in_the_report(tmp_path):
     results = Results(tmp_path)
     _write_bridge(results, "nie2023/tiny-bert/cl/seed42")
-    paths = write_bridge_table(results, tmp_path / "tables")
+    paths = write_bridge_table(bridge_rows(results), tmp_path / "tables")
     assert [p.name for p in paths] == ["bridge.csv", "bridge.md"]
     (row,) = list(csv.DictReader(paths[0].open()))
     assert row["checkpoint"] == "nie2023/tiny-bert/cl/seed42" and row["MTEB data"] == "standin"
@@ -44,7 +44,8 @@ def test_one_row_per_checkpoint_and_task_whose_parts_add_up_also_in_the_report(t
     assert any(
         line.startswith("| nie2023/tiny-bert/cl/seed42 | STSBenchmark | standin | 80.00 |") for line in lines
     )
-    assert write_bridge_table(Results(tmp_path / "none"), tmp_path / "none") == []  # no bridge.json: no table
+    assert bridge_rows(Results(tmp_path / "none")) == []  # no bridge.json: no rows, and no table
+    assert write_bridge_table([], tmp_path / "none") == [] and not (tmp_path / "none").exists()
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
     written = build_report(results, config)
     assert tmp_path / "tables" / "bridge.csv" in written

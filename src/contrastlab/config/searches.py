@@ -18,7 +18,8 @@ RELATIVE_OPS = {"times": "x", "plus": "+"}
 
 def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
     """The experiment's ``search`` section with defaults filled (None without one); raises
-    :class:`ConfigError` (one line) for an unknown method, backbone, seed, axis or stage key."""
+    :class:`ConfigError` (one line) for an unknown method, backbone, seed or axis (a stage's shape is the
+    schema's ``search_stage``, checked first)."""
     exp = config["experiments"][experiment]
     raw = exp.get("search")
     if not raw:

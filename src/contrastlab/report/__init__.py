@@ -72,8 +72,8 @@ def build_report(
     ]
     compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons, failures)
     search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
-    bridge_paths = write_bridge_table(results, out_dir)  # when rule mteb ran (mteb.enabled)
-    written += [*compare_paths, *search_paths, *bridge_paths]
+    bridge = bridge_rows(results)  # when rule mteb ran (mteb.enabled); shown under each checkpoint's paper
+    written += [*compare_paths, *search_paths, *write_bridge_table(bridge, out_dir)]
     report = write_report(
         built,
         Path(results.report),
@@ -82,7 +82,7 @@ def build_report(
         figures=figures,
         results_dir=results.root,
         sections=compare_blocks,
-        bridge=bridge_rows(results) if bridge_paths else [],  # shown under each checkpoint's paper
+        bridge=bridge,
         searches=search_blocks,
         metrics=metrics,
     )

@@ -56,10 +56,9 @@ def bridge_rows(results: Results) -> list[dict[str, str]]:
     return rows
 
 
-def write_bridge_table(results: Results, out_dir: str | Path) -> list[Path]:
-    """``bridge.csv`` and ``bridge.md`` in ``out_dir``; nothing when no checkpoint has a ``bridge.json``
-    (``mteb.enabled`` off)."""
-    rows = bridge_rows(results)
+def write_bridge_table(rows: list[dict[str, str]], out_dir: str | Path) -> list[Path]:
+    """``bridge.csv`` and ``bridge.md`` of :func:`bridge_rows`' ``rows`` in ``out_dir``; nothing without
+    rows (no checkpoint has a ``bridge.json``: ``mteb.enabled`` off)."""
     if not rows:
         return []
     out_dir = Path(out_dir)
