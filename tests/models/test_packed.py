@@ -256,14 +256,14 @@ def test_senteval_encoding_through_the_drop_in_encoder_matches(pooling):
 # ------------------------------------------------ the gather indices from the host mask (review S3)
 
 
-def _pack_before_s3(attention_mask, draws="padded", device=None):
+def _pack_before_s3(attention_mask):
     """``pack`` as it was before review S3 (``nonzero`` on the mask wherever it lives): the reference."""
     mask = attention_mask.bool()
     n, width = mask.shape
     index = mask.reshape(-1).nonzero().squeeze(1)
     lengths = mask.sum(1)
     first = torch.cumsum(lengths, 0) - lengths
-    return Packing(n, width, index, mask[:, None, None, :], first, draws)
+    return Packing(n, width, index, mask[:, None, None, :], first, "padded")
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -24,7 +24,7 @@ from contrastlab.paths import read_json
 from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
-from contrastlab.training.sentence_step import embed_pairs
+from contrastlab.training.sentence_step import build_head, embed_pairs, train_step
 from tests import forked
 from tests.training.conftest import TINY_SENTENCE, poison_loss
 from tests.training.test_state import Payload
@@ -293,12 +293,12 @@ def test_gradient_caching_replays_the_dropout_masks(tiny_bert, tokenized):
     tokenizer, cached = tokenized
     chunks = [cached.batch(np.arange(i, i + 8), tokenizer.pad_token_id) for i in (0, 8, 16)]
     model = sentence._load_model(tiny_bert, 0.1).train()
-    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size)
+    head, _ = build_head("simcse", "bert", model.config.hidden_size)
     loss_fn = build_loss("infonce")
     params = [*model.parameters(), *head.parameters()]
 
     torch.manual_seed(0)
-    cached_out, _, _ = sentence.train_step(
+    cached_out, _, _ = train_step(
         model, head, loss_fn, chunks, autocast=contextlib.nullcontext, with_stats=False
     )
     cached_grads = [None if p.grad is None else p.grad.clone() for p in params]  # the pooler has none

@@ -126,6 +126,14 @@ def _cross_view_gate(sim: Tensor, m: float, dim: int) -> Tensor:
     return (sim.diagonal() - hardest) < m
 
 
+def _paradigm_weight(sim: Tensor, *, tau: float, weight: str) -> Tensor:
+    """W of Li Eq. 5 from the cross-view cosines: the softmax over j≠i of sim_ij/τ (``"exp"``) or
+    1/(N-1) off the diagonal (``"uniform"``)."""
+    if weight == "exp":
+        return torch.softmax(fill_diagonal(sim / tau, float("-inf")), dim=-1)
+    return fill_diagonal(torch.full_like(sim, 1.0 / (sim.shape[0] - 1)), 0.0)
+
+
 def paradigm_view_term(
     anchor: Tensor, other: Tensor, pos: Tensor, active: Tensor, *, tau: float, r: float, weight: str
 ) -> Tensor:
@@ -139,10 +147,7 @@ def paradigm_view_term(
     n = anchor.shape[0]
     sim = anchor @ other.detach().T
     with torch.no_grad():
-        if weight == "exp":
-            w = torch.softmax(fill_diagonal(sim / tau, float("-inf")), dim=-1)
-        else:
-            w = fill_diagonal(torch.full_like(sim, 1.0 / (n - 1)), 0.0)
+        w = _paradigm_weight(sim, tau=tau, weight=weight)
     per_anchor = (w * fill_diagonal(sim, 0.0)).sum(-1) - r * pos
     count = active.sum().clamp_min(1)
     return (per_anchor * active).sum() / (n * count)

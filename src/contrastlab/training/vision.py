@@ -39,6 +39,7 @@ from contrastlab.artifacts import hash_when_written
 from contrastlab.data.images import IMAGE_STATS, load_images, validation_split
 from contrastlab.families import vision_settings_refused
 from contrastlab.losses import build_loss
+from contrastlab.models.device import host_to_device
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir, link_or_copy
@@ -55,7 +56,7 @@ from contrastlab.training.runtime import (
 )
 from contrastlab.training.settings import Settings, check_against_schema
 from contrastlab.training.vision_select import ValSelection
-from contrastlab.training.vision_step import OarBatch, OarBatches, host_to_device, train_step
+from contrastlab.training.vision_step import OarBatch, OarBatches, train_step
 
 __all__ = [
     "ENCODER_FILE",

@@ -16,7 +16,7 @@ from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.device import host_to_device
 from contrastlab.training.augment import two_views
 
-__all__ = ["OarBatch", "OarBatches", "host_to_device", "labelled_order", "train_step"]
+__all__ = ["OarBatch", "OarBatches", "labelled_order", "train_step"]
 
 
 @dataclass(frozen=True)
