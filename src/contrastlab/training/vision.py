@@ -309,12 +309,30 @@ class _VisionTrack(loop.Track):
         self.graph, self._lr = None, scheduled_lr(s, 0)
 
     def prepare(self, start: int) -> None:
-        """The captured step (``cuda_graph``), after any resume's loading; where it cannot be captured
-        (named in one line) the settings say ``cuda_graph: false``, as the summary does."""
-        if self.s.cuda_graph:
-            self.graph = _capture_step(self.s, self.run, self.parts, self.images)
-            if self.graph is None:
-                self.s = dataclasses.replace(self.s, cuda_graph=False)
+        """The image step as one CUDA graph (``cuda_graph``), captured after any resume's loading; any batch
+        of the run's shape warms it up (its effects are undone). Where the step cannot be captured (named
+        in one line) the run takes the eager step and the settings say ``cuda_graph: false``, as the
+        summary does."""
+        if not self.s.cuda_graph:
+            return
+        s, parts = self.s, self.parts
+        step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
+        self.graph = capture.capture_or_eager(
+            lambda: vc.capture_vision_step(
+                self.run,
+                train_step,
+                step_parts,
+                parts.augment,
+                parts.views,
+                self.images[: s.batch_size],
+                calls=s.augment_calls,
+                memory_format=parts.memory_format,
+                head_autocast=s.head_autocast,
+            ),
+            self.run.note,
+        )
+        if self.graph is None:
+            self.s = dataclasses.replace(s, cuda_graph=False)
 
     def epoch(self, epoch: int) -> torch.Tensor:
         order = host_to_device(epoch_order(self.n_train, self.s.seed, epoch), self.run.device)
@@ -463,27 +481,6 @@ def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total
         "oar_labelled": len(oar.labelled) if oar else 0,
         "trainable_params": sum(p.numel() for p in params),
     }
-
-
-def _capture_step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, images: torch.Tensor):
-    """The image step as one CUDA graph (``cuda_graph``), captured after any resume's loading; any batch
-    of the run's shape warms it up (its effects are undone). None (named in one line) where the step
-    cannot be captured: the run takes the eager step."""
-    step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
-    return capture.capture_or_eager(
-        lambda: vc.capture_vision_step(
-            run,
-            train_step,
-            step_parts,
-            parts.augment,
-            parts.views,
-            images[: s.batch_size],
-            calls=s.augment_calls,
-            memory_format=parts.memory_format,
-            head_autocast=s.head_autocast,
-        ),
-        run.note,
-    )
 
 
 #: The finished encoder folder inside a cell's state folder, kept until Snakemake accepts the outputs.
