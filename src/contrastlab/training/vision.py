@@ -234,7 +234,7 @@ def train_vision(
     summary also written to ``out_dir/settings.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
-    out_dir, log_path = Path(out_dir), Path(log_path)
+    export = functools.partial(_export, run.state_dir, Path(out_dir), Path(log_path))
     benchmark_was = torch.backends.cudnn.benchmark
     try:
         data = load_images(
@@ -248,7 +248,7 @@ def train_vision(
         fingerprint = loop.fingerprint(settings, LATER_DEFAULTS, n_images, size)
         saved = run.load_snapshot(fingerprint)
         if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
-            loop.export_outputs(run, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
+            loop.export_outputs(run, export, keep_state)
             return saved["summary"]
         # the notes said once the run's log has begun
         s, notes = capture.for_device(settings, run.device, n_images=n_train)
@@ -264,7 +264,7 @@ def train_vision(
         del saved
         loop.train_steps(run, track, start)
         run_info["cuda_graph"] = track.graph is not None
-        return _finish(run, track, run_info, out_dir, log_path, keep_state)
+        return _finish(run, track, run_info, export, keep_state)
     finally:
         torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
 
@@ -487,11 +487,9 @@ def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total
 EXPORT_DIR = "encoder"
 
 
-def _finish(
-    run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path, keep_state: bool
-) -> dict:
+def _finish(run: TrainingRun, track: _VisionTrack, run_info: dict, export, keep_state: bool) -> dict:
     """The summary (``settings.json`` beside the encoder, and the log's end record) and the kept encoder
-    written into the state folder, then :func:`~contrastlab.training.loop.finish` (the export)."""
+    written into the state folder, then :func:`~contrastlab.training.loop.finish` (``export``)."""
     s, select, parts = track.s, track.select, track.parts
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss
@@ -506,7 +504,7 @@ def _finish(
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None
     _write_encoder(run.state_dir / EXPORT_DIR, parts.encoder, summary, anchors, kept_head)
-    loop.finish(run, track, summary, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
+    loop.finish(run, track, summary, export, keep_state)
     return summary
 
 
