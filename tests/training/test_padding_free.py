@@ -86,33 +86,29 @@ def _decide(tmp_path: Path, device: str, precision: str, model_type: str = "bert
     return sentence._for_device(TrainSettings(loss="infonce", **settings), run, tmp_path)
 
 
-def test_on_by_default_for_ieee_fp32_on_cuda_where_it_replaces_the_graph(tmp_path):
-    s, notes = _decide(tmp_path, "cuda", "fp32")
-    assert s.padding_free is True and s.cuda_graph is False
-    assert [n for n in notes if n.startswith("padding_free: on (fp32 on cuda")] == notes and len(notes) == 1
-
-
 @pytest.mark.parametrize(
-    "device, precision, model_type, settings, graph",
+    "device, precision, model_type, settings, packed, graph",
     [
-        ("cuda", "bf16", "bert", {}, True),  # launch-bound: the graph
-        ("cuda", "tf32", "roberta", {}, True),
-        ("cpu", "fp32", "bert", {}, False),  # CPU runs keep their numbers
-        ("cuda", "fp32", "distilbert", {}, True),  # not a packed architecture
-        ("cuda", "fp32", "bert", {"cuda_graph": True}, True),  # the graph asked for by name
-        ("cuda", "fp32", "bert", {"compile": True}, True),
-        ("cuda", "fp32", "bert", {"padding_free": False}, True),
+        ("cuda", "fp32", "bert", {}, True, False),  # on for IEEE fp32 on CUDA, where it replaces the graph
+        ("cuda", "bf16", "bert", {}, False, True),  # launch-bound: the graph
+        ("cuda", "tf32", "roberta", {}, False, True),
+        ("cpu", "fp32", "bert", {}, False, False),  # CPU runs keep their numbers
+        ("cuda", "fp32", "distilbert", {}, False, True),  # not a packed architecture
+        ("cuda", "fp32", "bert", {"cuda_graph": True}, False, True),  # the graph asked for by name
+        ("cuda", "fp32", "bert", {"compile": True}, False, True),
+        ("cuda", "fp32", "bert", {"padding_free": False}, False, True),
+        ("cpu", "fp32", "bert", {"padding_free": True}, True, False),  # asked for by name: it runs anywhere
+        ("cuda", "bf16", "bert", {"padding_free": True}, True, False),  # and the graph gives way
     ],
 )
-def test_off_by_default_elsewhere(tmp_path, device, precision, model_type, settings, graph):
+def test_when_it_is_on_and_the_graph_runs(tmp_path, device, precision, model_type, settings, packed, graph):
     s, _ = _decide(tmp_path, device, precision, model_type, **settings)
-    assert s.padding_free is False and s.cuda_graph is graph
+    assert s.padding_free is packed and s.cuda_graph is graph
 
 
-def test_asked_for_by_name_it_runs_anywhere_and_the_graph_gives_way(tmp_path):
-    assert _decide(tmp_path, "cpu", "fp32", padding_free=True)[0].padding_free is True
-    s, _ = _decide(tmp_path, "cuda", "bf16", padding_free=True)
-    assert s.padding_free is True and s.cuda_graph is False
+def test_on_by_default_it_says_so_in_one_note(tmp_path):
+    notes = _decide(tmp_path, "cuda", "fp32")[1]
+    assert [n for n in notes if n.startswith("padding_free: on (fp32 on cuda")] == notes and len(notes) == 1
 
 
 @pytest.mark.parametrize("switch", ["cuda_graph", "compile"])

@@ -235,7 +235,7 @@ def train_vision(
     summary also written to ``out_dir/settings.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
-    out_dir, log_path = Path(out_dir), Path(log_path)
+    export = functools.partial(_export, run.state_dir, Path(out_dir), Path(log_path))
     benchmark_was = torch.backends.cudnn.benchmark
     try:
         data = load_images(
@@ -249,7 +249,7 @@ def train_vision(
         fingerprint = loop.fingerprint(settings, LATER_DEFAULTS, n_images, size)
         saved = run.load_snapshot(fingerprint)
         if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
-            loop.export_outputs(run, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
+            loop.export_outputs(run, export, keep_state)
             return saved["summary"]
         # the notes said once the run's log has begun
         s, notes = capture.for_device(settings, run.device, n_images=n_train)
@@ -265,7 +265,7 @@ def train_vision(
         del saved
         loop.train_steps(run, track, start)
         run_info["cuda_graph"] = track.graph is not None
-        return _finish(run, track, run_info, out_dir, log_path, keep_state)
+        return _finish(run, track, run_info, export, keep_state)
     finally:
         torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
 
@@ -310,12 +310,30 @@ class _VisionTrack(loop.Track):
         self.graph, self._lr = None, scheduled_lr(s, 0)
 
     def prepare(self, start: int) -> None:
-        """The captured step (``cuda_graph``), after any resume's loading; where it cannot be captured
-        (named in one line) the settings say ``cuda_graph: false``, as the summary does."""
-        if self.s.cuda_graph:
-            self.graph = _capture_step(self.s, self.run, self.parts, self.images)
-            if self.graph is None:
-                self.s = dataclasses.replace(self.s, cuda_graph=False)
+        """The image step as one CUDA graph (``cuda_graph``), captured after any resume's loading; any batch
+        of the run's shape warms it up (its effects are undone). Where the step cannot be captured (named
+        in one line) the run takes the eager step and the settings say ``cuda_graph: false``, as the
+        summary does."""
+        if not self.s.cuda_graph:
+            return
+        s, parts = self.s, self.parts
+        step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
+        self.graph = capture.capture_or_eager(
+            lambda: vc.capture_vision_step(
+                self.run,
+                train_step,
+                step_parts,
+                parts.augment,
+                parts.views,
+                self.images[: s.batch_size],
+                calls=s.augment_calls,
+                memory_format=parts.memory_format,
+                head_autocast=s.head_autocast,
+            ),
+            self.run.note,
+        )
+        if self.graph is None:
+            self.s = dataclasses.replace(s, cuda_graph=False)
 
     def epoch(self, epoch: int) -> torch.Tensor:
         order = host_to_device(epoch_order(self.n_train, self.s.seed, epoch), self.run.device)
@@ -466,36 +484,13 @@ def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total
     }
 
 
-def _capture_step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, images: torch.Tensor):
-    """The image step as one CUDA graph (``cuda_graph``), captured after any resume's loading; any batch
-    of the run's shape warms it up (its effects are undone). None (named in one line) where the step
-    cannot be captured: the run takes the eager step."""
-    step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
-    return capture.capture_or_eager(
-        lambda: vc.capture_vision_step(
-            run,
-            train_step,
-            step_parts,
-            parts.augment,
-            parts.views,
-            images[: s.batch_size],
-            calls=s.augment_calls,
-            memory_format=parts.memory_format,
-            head_autocast=s.head_autocast,
-        ),
-        run.note,
-    )
-
-
 #: The finished encoder folder inside a cell's state folder, kept until Snakemake accepts the outputs.
 EXPORT_DIR = "encoder"
 
 
-def _finish(
-    run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path, keep_state: bool
-) -> dict:
+def _finish(run: TrainingRun, track: _VisionTrack, run_info: dict, export, keep_state: bool) -> dict:
     """The summary (``settings.json`` beside the encoder, and the log's end record) and the kept encoder
-    written into the state folder, then :func:`~contrastlab.training.loop.finish` (the export)."""
+    written into the state folder, then :func:`~contrastlab.training.loop.finish` (``export``)."""
     s, select, parts = track.s, track.select, track.parts
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss
@@ -510,7 +505,7 @@ def _finish(
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None
     _write_encoder(run.state_dir / EXPORT_DIR, parts.encoder, summary, anchors, kept_head)
-    loop.finish(run, track, summary, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
+    loop.finish(run, track, summary, export, keep_state)
     return summary
 
 
