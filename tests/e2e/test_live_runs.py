@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
+from tests.workflow.helpers import wait_for
 
-from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
-from .test_pipeline import write
-from .test_recovery import _macl_pair, _wait_for, start_snakemake
+from .conftest import OFFLINE, SNAKEMAKE, macl_pair, run_snakemake, snakemake_process, start_snakemake, write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
@@ -29,7 +28,7 @@ def _record_of(results: Path, pid: int) -> Path:
     def found():
         return [p for p in runs_folder(results).glob("*.json") if json.loads(p.read_text())["pid"] == pid]
 
-    return _wait_for(found, 240, f"the record of run {pid}")[0]
+    return wait_for(found, 240, f"the record of run {pid}")[0]
 
 
 def _held_locks(repo_root: Path, record: Path) -> dict[Path, bytes]:
@@ -46,7 +45,7 @@ def live_run(repo_root, tmp_path_factory, e2e_resources):
     """Run A, training the simcse cell (for tens of minutes if left alone), with the data steps already
     done so that a run on the other cell's target shares no output with it; killed at teardown."""
     workdir = tmp_path_factory.mktemp("live")
-    config = _macl_pair(repo_root, workdir, e2e_resources)
+    config = macl_pair(repo_root, workdir, e2e_resources)
     config["training"].update(max_steps=100_000, eval_every=50_000, state_every=5, log_every=10)
     results = workdir / "results"
     configfile = write(config, workdir / "c.yaml")  # last: --configfile takes every word after it
@@ -70,9 +69,9 @@ def _a_untouched(repo_root: Path, live_run) -> str:
     assert record.is_file(), "run A's record was removed"
     assert {lock: lock.read_bytes() for lock in locks if lock.exists()} == locks, "run A's locks were touched"
     snapshot = results / "state" / "train" / CELL / "simcse" / "seed42" / "state.pt"
-    _wait_for(snapshot.is_file, 120, "run A's first snapshot")
+    wait_for(snapshot.is_file, 120, "run A's first snapshot")
     written = snapshot.stat().st_mtime_ns
-    _wait_for(lambda: snapshot.stat().st_mtime_ns != written, 60, "run A's next snapshot (it trains on)")
+    wait_for(lambda: snapshot.stat().st_mtime_ns != written, 60, "run A's next snapshot (it trains on)")
     return f"A (pid {a.pid}) alive, {len(locks)} lock file(s) and record intact, still snapshotting"
 
 
