@@ -35,24 +35,15 @@ def schedule_key(item) -> tuple[int, bool]:
     return (-getattr(module, "SCHEDULE_FIRST", 0), item.get_closest_marker("e2e") is None)
 
 
-def group_of(nodeid: str) -> str:
-    """The worker group of a test: its module."""
-    return nodeid.split("::", 1)[0]
-
-
 @pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist runs the suite in one process
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's scope scheduler with :func:`group_of` as the scope, in the order of collection (not
-    xdist's default of the most tests first): each group runs whole on one worker. (xdist's own ``--dist
+    """xdist's file scheduler (``--dist loadfile``: each module a group that runs whole on one worker),
+    in the order of collection (not xdist's default of the most tests first). (xdist's own ``--dist
     loadgroup`` cannot do it with pytest 9.2: it renames ``item._nodeid``, which pytest no longer reads.)"""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class GroupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return group_of(nodeid)
+    from xdist.scheduler import LoadFileScheduling
 
     config.option.loadscopereorder = False
-    return GroupScheduling(config, log)
+    return LoadFileScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its folder

@@ -4,7 +4,7 @@ interpreter spends 5-12 CPU-seconds on those imports before the run's first step
 dozen runs. The server is multiprocessing's ``forkserver`` (a fresh interpreter, never the threaded pytest
 worker), so each run is a fork of a process that has imported but not yet computed anything.
 
-The same server runs the e2e tests' Snakemake (:func:`snakemake`, ``tests/e2e/test_dryrun.py``'s
+The same server runs the e2e tests' Snakemake (:func:`snakemake`, ``tests/e2e/conftest.py``'s
 ``snakemake_process``): a fresh ``python -m snakemake`` spends about 1.5 of its 2.5-3 CPU-seconds importing
 Snakemake (its SLURM plugin's pandas and sqlmodel included) and the modules the Snakefile imports, and the
 suite starts it about a hundred times. Runs a test kills or watches while they run stay real processes."""

@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import psutil
+
 from contrastlab.workflow.recovery import _gone, this_machine
 
 Snapshot = dict[str, tuple[int, int]]
@@ -56,15 +58,12 @@ def changes(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:
-    """Whether process ``pid`` is ``ancestor`` or was started under it (its parents, read from /proc)."""
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            return False
-    return False
+    """Whether process ``pid`` is ``ancestor`` or was started under it."""
+    try:
+        parents = psutil.Process(pid).parents()
+    except psutil.Error:  # gone, or not ours to read
+        return False
+    return pid == ancestor or any(parent.pid == ancestor for parent in parents)
 
 
 def live_workflow_runs(root: str | os.PathLike) -> dict[str, str]:

@@ -29,7 +29,7 @@ from contrastlab.config.invocation import (
 )
 from contrastlab.paths import REPO_ROOT
 from tests.config.test_refused_at_validation import DEMO, _config, refused
-from tests.e2e.test_dryrun import folders
+from tests.e2e.conftest import folders
 from tests.make_command import MAKE, make_command, make_env
 
 REFUSED = [

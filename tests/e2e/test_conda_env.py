@@ -18,7 +18,7 @@ from test_wheel import fresh_environment
 
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import folders
+from .conftest import folders
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests import forked
 
-from .test_dryrun import OFFLINE, folders
+from .conftest import OFFLINE, folders
 
 IMAGE = "docker://ghcr.io/contrastlab/contrastlab:0.2.0"  # the Snakefile's default (tests/test_container.py)
 

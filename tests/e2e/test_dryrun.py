@@ -3,82 +3,26 @@
 from __future__ import annotations
 
 import collections
-import itertools
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from contrastlab import config as cl_config
-from tests import forked
 
-SCHEDULE_FIRST = 8  # a long module: tests/conftest.py starts the highest numbers first
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-DEAD_PROXY = "http://127.0.0.1:9"  # nothing listens there: a download through it fails at once
-#: The environment of the tests' Snakemake: offline, and any download sent to :data:`DEAD_PROXY`.
-OFFLINE = dict(
-    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, NO_PROXY=""
+from .conftest import (
+    demo_process,
+    dry_run_jobs,
+    folders,
+    job_counts,
+    one_line_failure,
+    run_snakemake,
+    snakemake_process,
+    succeeded,
 )
 
-
-def snakemake_process(repo_root: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Snakemake on the repository's Snakefile, offline, its output captured (exit status not checked)."""
-    # A fork of a process that imported Snakemake (tests/forked.py), as ``subprocess.run`` of SNAKEMAKE.
-    argv = ["-s", str(repo_root / "Snakefile"), *args]
-    return forked.snakemake(argv, cwd=repo_root, env=dict(os.environ, **OFFLINE), timeout=timeout)
-
-
-def run_snakemake(repo_root: Path, *args: str, timeout: int = 600) -> str:
-    """:func:`snakemake_process` that must succeed; returns its output."""
-    return succeeded(snakemake_process(repo_root, *args, timeout=timeout))
-
-
-def succeeded(done: subprocess.CompletedProcess) -> str:
-    """The output of a Snakemake run that must have succeeded."""
-    output = done.stdout + done.stderr
-    failures = "\n".join(said(output))
-    assert done.returncode == 0, f"{failures}\n...\n{output[-4000:]}"
-    return output
-
-
-def said(output: str) -> list[str]:
-    """The ``contrastlab:`` lines of a run's output."""
-    return [line for line in output.splitlines() if line.startswith("contrastlab:")]
-
-
-def one_line_failure(done: subprocess.CompletedProcess) -> str:
-    """The one ``contrastlab:`` line of a run that must have failed with exit status 1 and no traceback."""
-    out = done.stdout + done.stderr
-    lines = said(out)
-    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in out, out[-3000:]
-    return lines[0]
-
-
-def folders(scratch: Path | str) -> list[str]:
-    """The ``--config`` entries that put a run's results and resources folders under ``scratch``."""
-    return [f"results_dir={scratch}/results", f"resources_dir={scratch}/resources"]
-
-
-def demo_process(
-    repo_root: Path, scratch: Path, *config: str, args: tuple[str, ...] = ("-n", "--cores", "1")
-) -> subprocess.CompletedProcess:
-    """:func:`snakemake_process` of the demo preset with ``args``, its folders under ``scratch`` and the
-    ``config`` overrides (which a ``--`` and targets may end)."""
-    demo = ("--configfile", "config/demo.yaml", "--config", *folders(scratch), *config)
-    return snakemake_process(repo_root, *args, *demo)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """Parse the 'Job stats' table of a dry-run."""
-    rows = (line.split() for line in output.split("Job stats:", 1)[1].splitlines()[3:])
-    table = itertools.takewhile(lambda parts: len(parts) == 2 and parts[1].isdigit(), rows)
-    return {name: int(count) for name, count in table}
+SCHEDULE_FIRST = 8  # a long module: tests/conftest.py starts the highest numbers first
 
 
 @pytest.fixture(scope="module")
@@ -90,21 +34,6 @@ def full_dry_run(repo_root, tmp_path_factory):
         repo_root, "-n", "--cores", "all", "--config", *folders(scratch), "--", "all", "searches"
     )
     return SimpleNamespace(output=output, jobs=dry_run_jobs(output), scratch=scratch)
-
-
-def dry_run_jobs(output: str) -> list[dict]:
-    """Every job a dry-run printed (a group's, indented under it, too): its rule (a checkpoint's too), its
-    input and output files, its resources line and its wildcards."""
-    jobs = []
-    for block in re.split(r"\n(?=\s*(?:local)?(?:rule|checkpoint) \w+:\n)", output):
-        match = re.match(r"\s*(?:local)?(?:rule|checkpoint) (\w+):\n", block)
-        if match:
-            fields = dict(re.findall(r"^\s+(input|output|resources|wildcards): (.*)$", block, re.M))
-            job = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
-            pairs = fields.get("wildcards", "").split(", ")
-            job["wildcards"] = dict(pair.split("=", 1) for pair in pairs if pair)
-            jobs.append({"rule": match.group(1), "resources": fields.get("resources", ""), **job})
-    return jobs
 
 
 def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:

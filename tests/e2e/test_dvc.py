@@ -19,7 +19,7 @@ import yaml
 from contrastlab.versioning import FREEZE_RECORD, pending_jobs
 from tests.make_command import make_command, make_env
 
-from .test_dryrun import OFFLINE, said
+from .conftest import OFFLINE, said
 
 SCHEDULE_FIRST = 11  # a long module: tests/conftest.py starts the highest numbers first
 

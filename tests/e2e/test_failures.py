@@ -15,7 +15,7 @@ import yaml
 
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import demo_process, folders, one_line_failure, said
+from .conftest import demo_process, folders, one_line_failure, write
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 2  # a long module: tests/conftest.py starts the highest numbers first
@@ -55,12 +55,10 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", driver], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
-    assert done.returncode == 1
-    lines = said(done.stderr)
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/cl/seed42: ")
-    assert "no-such-backbone" in lines[0] and f"(log: {log})" in lines[0]
-    assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
+    line = one_line_failure(done)  # exit 1, one contrastlab: line, no traceback
+    assert line.startswith("contrastlab: rule train nie2023/tiny-bert/cl/seed42: ")
+    assert "no-such-backbone" in line and f"(log: {log})" in line
+    assert "Traceback" in log.read_text()
     # the cell's failure record, under the config's results_dir (the test's own)
     record = tmp_path / "results" / "metrics" / "nie2023" / "tiny-bert" / "cl" / "seed42" / "failed.json"
     assert "no-such-backbone" in json.loads(record.read_text())["error"]
@@ -166,9 +164,7 @@ def test_config_errors_are_one_line(tmp_path, fault, observed):
             functools.reduce(dict.__getitem__, parents, config)[last] = value
     else:
         overrides = change
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    line = start_error(path, *overrides)
+    line = start_error(write(config, tmp_path / "config.yaml"), *overrides)
     assert line is not None and line.startswith("contrastlab: config key "), line
     assert "\n" not in line and expected in line, line
     observed(line[:140])

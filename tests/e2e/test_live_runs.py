@@ -16,9 +16,7 @@ import pytest
 from contrastlab.workflow.recovery import runs_folder
 from tests.workflow.helpers import wait_for
 
-from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
-from .test_pipeline import write
-from .test_recovery import _macl_pair, start_snakemake
+from .conftest import OFFLINE, SNAKEMAKE, macl_pair, run_snakemake, snakemake_process, start_snakemake, write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
@@ -47,7 +45,7 @@ def live_run(repo_root, tmp_path_factory, e2e_resources):
     """Run A, training the simcse cell (for tens of minutes if left alone), with the data steps already
     done so that a run on the other cell's target shares no output with it; killed at teardown."""
     workdir = tmp_path_factory.mktemp("live")
-    config = _macl_pair(repo_root, workdir, e2e_resources)
+    config = macl_pair(repo_root, workdir, e2e_resources)
     config["training"].update(max_steps=100_000, eval_every=50_000, state_every=5, log_every=10)
     results = workdir / "results"
     configfile = write(config, workdir / "c.yaml")  # last: --configfile takes every word after it

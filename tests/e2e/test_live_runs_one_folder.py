@@ -14,7 +14,7 @@ import pytest
 from contrastlab.workflow.recovery import runs_folder
 from tests.workflow.test_live_runs_here import _results_under_two_names
 
-from .test_dryrun import one_line_failure, snakemake_process, succeeded
+from .conftest import one_line_failure, snakemake_process, succeeded
 
 
 @pytest.mark.fault(

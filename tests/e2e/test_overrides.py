@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .test_dryrun import demo_process, succeeded
+from .conftest import demo_process, succeeded
 
 SCHEDULE_FIRST = 1  # a long module: tests/conftest.py starts the highest numbers first
 

@@ -16,53 +16,28 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from contrastlab import config as cl_config
 from contrastlab.config import paper_of
-from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.figures import catalog
 from contrastlab.paths import REPO_ROOT
 from contrastlab.workflow import finished
 from tests.images import distinct_colours
 from tests.report import chromium
 
-from .test_dryrun import OFFLINE, job_counts, run_snakemake, snakemake_process, succeeded
+from .conftest import (
+    OFFLINE,
+    job_counts,
+    nothing_to_do,
+    reduced_demo,
+    run_snakemake,
+    snakemake_process,
+    succeeded,
+    write,
+)
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
-
-
-def reduced_demo(repo_root, workdir, mteb=False):
-    """config/demo.yaml on one backbone and two losses, fewer steps; the corpus a user copy
-    (``data.wiki_path``) the tests can move and change; MTEB's evaluator only with ``mteb``."""
-    config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
-    config["mteb"]["enabled"] = mteb
-    config["results_dir"] = str(workdir / "results")
-    config["resources_dir"] = str(workdir / "resources")
-    config["data"]["wiki_path"] = str(write_demo_corpus(workdir / "corpus" / "wiki.txt", 2000))
-    config["training"].update(max_steps=8, eval_every=4, state_every=4, log_every=2)
-    # every figure rule, seconds each
-    config["analytic_figures"] = {"points": 10, "batches": 20}
-    config["oar_synthetic"] = {"epochs": 10, "seeds": 1, "sweep": []}
-    config["experiments"] = {
-        "nie2023": {
-            "backbones": ["tiny-bert"],
-            "pretrained_pooling": "avg_embeddings_and_last",
-            # the probe statistics behind Nie Fig. 1b-d and 3b
-            "training": {"analysis_every": 4, "analysis_sentences": 64, "analysis_batch": 32},
-            "methods": {
-                "cl": {"loss": "infonce", "hp": {"tau": 0.05}, "note": "test"},
-                "mpt": {"loss": "mpt", "hp": {"m": 0.23}, "note": "test"},
-            },
-        }
-    }
-    return config
-
-
-def write(config, path):
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -301,10 +276,6 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss_and_an_mteb_key_
 
 def _dry_run(repo_root, workdir, config, name):
     return run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / f"{name}.yaml"))
-
-
-def nothing_to_do(output: str) -> None:
-    assert "Nothing to be done" in output, output[-3000:]
 
 
 def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing_and_a_changed_one_retrains(

@@ -26,7 +26,7 @@ from hub_standin import HubStandin, build_tiny_bert, folder_files
 from publisher_formats import cifar_archive, md5, senteval_tar
 from torchvision.datasets import CIFAR10, CIFAR100
 
-from .test_pipeline import write
+from .conftest import write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 6  # a long module: tests/conftest.py starts the highest numbers first

@@ -8,60 +8,19 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
 from tests.workflow.helpers import alive, wait_for
 
-from .test_dryrun import OFFLINE, SNAKEMAKE, run_snakemake, snakemake_process
-from .test_pipeline import reduced_demo, write
+from .conftest import macl_pair, run_snakemake, snakemake_process, start_snakemake, write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 13  # a long module: tests/conftest.py starts the highest numbers first
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-def start_snakemake(repo_root: Path, args: list[str], out: Path) -> subprocess.Popen:
-    """A real Snakemake process (one the test kills) of ``args``, offline, its output written to ``out``, in
-    a process group of its own (a kill of the group takes its jobs too)."""
-    with open(out, "w") as log:
-        return subprocess.Popen(
-            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *args],
-            cwd=repo_root,
-            env=dict(os.environ, **OFFLINE),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def _macl_pair(repo_root, workdir, e2e_resources, **macl):
-    """reduced_demo with MACL's two sentence cells on the tiny BERT (simcse; macl, updated by ``macl``)
-    in place of Nie's, no figures, Pretrained rows or OAR Table 2; the session's resources."""
-    config = reduced_demo(repo_root, workdir)
-    config["resources_dir"] = str(e2e_resources)  # tiny BERT, fixture and corpus cache: once a session
-    config["oar_synthetic"] = None
-    macl_hp = {"tau0": 0.05, "alpha": 2, "a0": 0.8, "reweight": False}
-    methods = {
-        "simcse": {"loss": "infonce", "hp": {"tau": 0.05}, "note": "test"},
-        "macl": {"loss": "macl", "hp": macl_hp, "note": "test", **macl},
-    }
-    config["experiments"] = {"macl": {"backbones": ["tiny-bert"], "methods": methods}}
-    return config
 
 
 @pytest.mark.fault(
@@ -74,7 +33,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
 ):
     # At one core the first cell trains to its end (no result exists before it ends), the second is
     # killed after its first snapshot with over 100 steps (seconds) to go.
-    config = _macl_pair(repo_root, tmp_path, e2e_resources)
+    config = macl_pair(repo_root, tmp_path, e2e_resources)
     steps = 120
     config["training"].update(max_steps=steps, eval_every=60, state_every=5, log_every=10)
     configfile = write(config, tmp_path / "c.yaml")
@@ -111,7 +70,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
 
         snapshot = wait_for(training_after_a_finished_job, 300, "a snapshot after a finished job")[0]
         killed_cell = cell_of(snapshot)
-        jobs = _children(workflow.pid)
+        jobs = [child.pid for child in psutil.Process(workflow.pid).children()]
         assert jobs, "no job process found under Snakemake"
         finished = {p: p.stat().st_mtime_ns for p in finished_results()}
         assert finished
@@ -158,7 +117,7 @@ def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_p
     """A cell whose loss turns NaN fails with one contrastlab: line naming the step, the loss and its
     statistics, and a failed.json holding that line; --keep-going finishes the other cell, and a partial
     table says "failed" in the diverged cell's row and shows numbers in the other's."""
-    config = _macl_pair(repo_root, tmp_path, e2e_resources, lr=1.0e12)  # NaN within 2 steps
+    config = macl_pair(repo_root, tmp_path, e2e_resources, lr=1.0e12)  # NaN within 2 steps
     configfile = write(config, tmp_path / "c.yaml")
     # Two jobs at a time (each single-threaded, resources.threads = 1): the two cells train side by side.
     profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]

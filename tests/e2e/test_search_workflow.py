@@ -12,8 +12,7 @@ from contrastlab.config.command_line import configfile_words
 from contrastlab.report.answer import add_seeds_script
 
 from .add_seeds import named_cells, planned_cells, script_commands
-from .test_dryrun import job_counts, run_snakemake
-from .test_pipeline import reduced_demo, write
+from .conftest import job_counts, reduced_demo, run_snakemake, write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 4  # a long module: tests/conftest.py starts the highest numbers first

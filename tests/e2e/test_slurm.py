@@ -32,8 +32,7 @@ from contrastlab.workflow.job import logged_to
 from contrastlab.workflow.recovery import RUN_VARIABLE, workflow_run
 from tests import forked, mps_standin
 
-from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
-from .test_pipeline import reduced_demo, write
+from .conftest import SNAKEMAKE, job_counts, reduced_demo, run_snakemake, write
 
 SCHEDULE_FIRST = 16  # a long module: tests/conftest.py starts the highest numbers first
 

@@ -12,9 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from .conftest import linked_copy
-from .test_dryrun import run_snakemake, snakemake_process
-from .test_pipeline import reduced_demo, write
+from .conftest import linked_copy, reduced_demo, run_snakemake, snakemake_process, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
 PROFILES = ("slurm", "slurm-gres")

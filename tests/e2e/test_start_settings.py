@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .test_dryrun import demo_process, one_line_failure, said, succeeded
+from .conftest import demo_process, one_line_failure, said, succeeded
 
 HOSTILE_IMAGE = "garbage image; $(touch {})"
 DRY_RUN = ("-n", "--cores", "1")

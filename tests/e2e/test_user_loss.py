@@ -14,8 +14,7 @@ import yaml
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import dry_run_jobs, job_counts, run_snakemake
-from .test_pipeline import write
+from .conftest import dry_run_jobs, job_counts, run_snakemake, write
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 10  # a long module: tests/conftest.py starts the highest numbers first

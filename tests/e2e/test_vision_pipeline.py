@@ -9,8 +9,7 @@ import sys
 import pytest
 import yaml
 
-from .test_dryrun import run_snakemake
-from .test_pipeline import nothing_to_do, write
+from .conftest import nothing_to_do, run_snakemake, write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 7  # a long module: tests/conftest.py starts the highest numbers first

@@ -11,8 +11,7 @@ import pytest
 
 from contrastlab.workflow.warm_key import SWITCH
 
-from .test_dryrun import run_snakemake
-from .test_pipeline import reduced_demo, write
+from .conftest import reduced_demo, run_snakemake, write
 
 pytestmark = pytest.mark.slow
 SCHEDULE_FIRST = 9  # a long module (two demo runs): tests/conftest.py starts the highest numbers first

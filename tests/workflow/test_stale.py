@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.provenance import git_head
 from contrastlab.workflow.stale import stale_note, trained_by_other_code
-from tests.e2e.test_dryrun import demo_process
+from tests.e2e.conftest import demo_process
 
 HEAD = "a" * 40
 
