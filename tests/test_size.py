@@ -36,9 +36,9 @@ MAX_MODULE_LINES = 700
 #: A function longer than this, from its ``def`` to its last line, is long (about a screen).
 LONG_FUNCTION = 60
 #: The long functions there may be at most: 38 before issue 54, 24 after it, 23 as formatted after issue 64,
-#: 21 after issues 82-86, 20 after issue 85, 15 after its fifth round of folds (the tree's count: a ratchet
-#: sits on it, not above).
-RATCHET = 15
+#: 21 after issues 82-86, 20 after issue 85, 15 after its fifth round of folds, 14 after its seventh (the
+#: tree's count: a ratchet sits on it, not above).
+RATCHET = 14
 #: Formatter pragmas (fmt skip, off or on) the library may hold: 20 at house review 7, none after issue 64.
 FMT_PRAGMAS = 0
 #: Linter pragmas (noqa) the library may hold: 12 at issue 64, 9 after issues 82-86, 8 after issue 85, 7
@@ -53,8 +53,8 @@ CONFIG_READS = 3
 #: change that adds lines folds as many elsewhere, or argues in :data:`SIZE_LEDGER`, in its own commit, why
 #: the house must grow; the ledger's last line names the bounds below.
 SIZE_LEDGER = ROOT / "docs" / "history" / "size.md"
-SRC_LINES = 37277
-TESTS_LINES = 37686
+SRC_LINES = 37155
+TESTS_LINES = 37584
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
