@@ -35,7 +35,7 @@ from contrastlab.losses._common import (
     same_view_gate,
 )
 from contrastlab.losses.catalog import DEFAULTS
-from contrastlab.losses.li2024 import _cross_view_gate, _gram_weight, _paradigm_weight
+from contrastlab.losses.li2024 import _cross_view_gate, _gram_weight
 
 PARADIGM_LOSSES: tuple[str, ...] = (
     "infonce",
@@ -94,7 +94,10 @@ def _components(name: str, z1: Tensor, z2: Tensor, hp: dict) -> ParadigmTerms:
         return ParadigmTerms(gd, _one_hot_rows(j, n, 1.0 / nearest), r, "cross", 1.0 / n)
     if name == "paradigm":
         gd = _cross_view_gate(sim, hp["m"], -1) if hp["gd"] else torch.ones_like(pos, dtype=torch.bool)
-        w = _paradigm_weight(sim, tau=hp["tau"], weight=hp["weight"])
+        if hp["weight"] == "exp":
+            w = torch.softmax(fill_diagonal(sim / hp["tau"], float("-inf")), dim=-1)
+        else:
+            w = fill_diagonal(torch.full_like(sim, 1.0 / (n - 1)), 0.0)
         scale = 1.0 / (n * max(int(gd.sum()), 1))
         return ParadigmTerms(gd.to(sim.dtype), w, hp["r"] * ones, "cross", scale)
 

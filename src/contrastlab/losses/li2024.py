@@ -64,6 +64,7 @@ Choices where paper and reference code differ (reference followed, protocol.md �
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ._common import (
@@ -75,7 +76,6 @@ from ._common import (
     safe_arccos,
     same_view_gate,
 )
-from .nie2023 import info_nce_per_anchor
 
 __all__ = [
     "arccon",
@@ -103,7 +103,8 @@ _LOG_WEIGHT_CAP = 80.0
 def arccon_per_anchor(sim: Tensor, *, tau: float, u: float) -> Tensor:
     """Per-anchor ArcCon loss from the cross-view cosines: positive logit cos(θ_ii + u)/τ."""
     theta = safe_arccos(sim.diagonal())
-    return info_nce_per_anchor(torch.diagonal_scatter(sim, torch.cos(theta + u)), tau=tau)
+    logits = torch.diagonal_scatter(sim, torch.cos(theta + u)) / tau
+    return F.cross_entropy(logits, torch.arange(sim.shape[0], device=sim.device), reduction="none")
 
 
 def arccon(z1: Tensor, z2: Tensor, *, tau: float, u: float) -> Tensor:
@@ -126,14 +127,6 @@ def _cross_view_gate(sim: Tensor, m: float, dim: int) -> Tensor:
     return (sim.diagonal() - hardest) < m
 
 
-def _paradigm_weight(sim: Tensor, *, tau: float, weight: str) -> Tensor:
-    """W of Li Eq. 5 from the cross-view cosines: the softmax over j≠i of sim_ij/τ (``"exp"``) or
-    1/(N-1) off the diagonal (``"uniform"``)."""
-    if weight == "exp":
-        return torch.softmax(fill_diagonal(sim / tau, float("-inf")), dim=-1)
-    return fill_diagonal(torch.full_like(sim, 1.0 / (sim.shape[0] - 1)), 0.0)
-
-
 def paradigm_view_term(
     anchor: Tensor, other: Tensor, pos: Tensor, active: Tensor, *, tau: float, r: float, weight: str
 ) -> Tensor:
@@ -147,7 +140,10 @@ def paradigm_view_term(
     n = anchor.shape[0]
     sim = anchor @ other.detach().T
     with torch.no_grad():
-        w = _paradigm_weight(sim, tau=tau, weight=weight)
+        if weight == "exp":
+            w = torch.softmax(fill_diagonal(sim / tau, float("-inf")), dim=-1)
+        else:
+            w = fill_diagonal(torch.full_like(sim, 1.0 / (n - 1)), 0.0)
     per_anchor = (w * fill_diagonal(sim, 0.0)).sum(-1) - r * pos
     count = active.sum().clamp_min(1)
     return (per_anchor * active).sum() / (n * count)
@@ -206,7 +202,9 @@ def mhe_view_term(u: Tensor, a: Tensor, *, lam: float, tau: float, weight: str, 
     (τ Σ_{k<l} e^{q_kl/τ}) (Li Eq. 16).
     """
     n = u.shape[0]
-    q = u @ u.T / (tau if weight == "exp" else 1.0)
+    q = u @ u.T
+    if weight == "exp":
+        q = q / tau
     lower = torch.ones(n, n, dtype=torch.bool, device=u.device).tril(-1)
     uni = torch.logsumexp(q.masked_fill(~lower, float("-inf")).reshape(-1), dim=0)
     if weight == "exp":
