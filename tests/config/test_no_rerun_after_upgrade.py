@@ -15,8 +15,20 @@ import pytest
 from test_papers import FOUR_PAPERS
 
 from contrastlab import config as cl_config
+from contrastlab.losses.catalog import LOSSES
+from contrastlab.losses.user import module_path
 from contrastlab.papers import paper_for, paper_of
 
+#: sha256[:16] of each built-in loss's module at 0.2.0 (29003947). The module is its cells' train input
+#: (rules/train.smk's ``loss_source``): a pull that rewrites it retrains every cell of its losses, however
+#: little the edit changes. A change that means to retrain them updates a digest and says so in CHANGELOG.md.
+LOSS_MODULES_AT_0_2_0 = {
+    "li2024": "19dc4c156f4a2e1b",
+    "macl": "0bf4c00d55994119",
+    "nie2023": "3f79900b613d959c",
+    "oar": "ed158811589b39ca",
+    "vision": "656b4f18bd3dbf1a",
+}
 #: preset -> (cells, sha256[:16] of their sorted settings) at 19dfe09
 SETTINGS_AT_19DFE09 = {
     "config.yaml": (369, "743e2494babac8d6"),
@@ -46,3 +58,9 @@ def test_the_digest_sees_a_changed_setting(repo_root):
     changed = settings_digest(repo_root / "config" / "demo.yaml", {"training": {"cuda_graph": False}})
     assert changed[0] == SETTINGS_AT_19DFE09["config/demo.yaml"][0]
     assert changed[1] != SETTINGS_AT_19DFE09["config/demo.yaml"][1]  # an explicit value is a param
+
+
+def test_every_loss_module_is_the_one_finished_cells_trained_with(repo_root):
+    modules = {(repo_root / module_path(name)) for name in LOSSES}
+    digests = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest()[:16] for path in modules}
+    assert digests == LOSS_MODULES_AT_0_2_0

@@ -158,8 +158,9 @@ def _paradigm_impl(z1, z2, *, m, tau, r, gd, weight):
             act1, act2 = _cross_view_gate(sim, m, -1), _cross_view_gate(sim, m, 0)
         else:
             act1 = act2 = torch.ones(n, dtype=torch.bool, device=z1.device)
-    kw = {"tau": tau, "r": r, "weight": weight}
-    loss = paradigm_view_term(z1, z2, pos, act1, **kw) + paradigm_view_term(z2, z1, pos, act2, **kw)
+    loss = paradigm_view_term(z1, z2, pos, act1, tau=tau, r=r, weight=weight) + paradigm_view_term(
+        z2, z1, pos, act2, tau=tau, r=r, weight=weight
+    )
     stats = {"align": pos.mean(), "gd_active": torch.cat([act1, act2]).to(z1.dtype).mean()}
     return loss, stats
 
@@ -182,14 +183,18 @@ def paradigm(
 
 # --------------------------------------------------------------------------- shared pieces
 def _gate_views(z1: Tensor, z2: Tensor, gd: bool, m: float):
-    """(u1, u2, stats): the views through the same-view GD gate (as they are without ``gd``); the stats
-    ``align`` and, with the gate, ``gd_active``."""
-    stats = {"align": (z1.detach() * z2.detach()).sum(-1).mean()}
     if not gd:
-        return z1, z2, stats
+        ones = torch.ones(z1.shape[0], dtype=torch.bool, device=z1.device)
+        return z1, z2, ones, ones
     act1, act2 = same_view_gate(z1, m), same_view_gate(z2, m)
-    stats["gd_active"] = torch.cat([act1, act2]).to(z1.dtype).mean()
-    return gated(z1, act1), gated(z2, act2), stats
+    return gated(z1, act1), gated(z2, act2), act1, act2
+
+
+def _stats(z1, z2, act1, act2, gd):
+    stats = {"align": (z1.detach() * z2.detach()).sum(-1).mean()}
+    if gd:
+        stats["gd_active"] = torch.cat([act1, act2]).to(z1.dtype).mean()
+    return stats
 
 
 # --------------------------------------------------------------------------- MHE
@@ -211,15 +216,19 @@ def mhe_view_term(u: Tensor, a: Tensor, *, lam: float, tau: float, weight: str, 
         w = (offdiag_logsumexp(q.detach(), -1) - uni.detach()).exp() / tau
     else:
         w = torch.full((n,), 1.0 / n, dtype=u.dtype, device=u.device)
-    return lam * uni + (a * w / 2 * (1.0 if r is None else r)).sum()
+    align = a * w / 2
+    if r is not None:
+        align = align * r
+    return lam * uni + align.sum()
 
 
 def _mhe_impl(z1, z2, *, lam, m=0.3, tau=0.05, r=None, gd=False, weight="none"):
-    u1, u2, stats = _gate_views(z1, z2, gd, m)
+    u1, u2, act1, act2 = _gate_views(z1, z2, gd, m)
     a = 2.0 - 2.0 * (u1 * u2).sum(-1)
-    kw = {"lam": lam, "tau": tau, "weight": weight, "r": r}
-    loss = mhe_view_term(u1, a, **kw) + mhe_view_term(u2, a, **kw)
-    return loss, stats
+    loss = mhe_view_term(u1, a, lam=lam, tau=tau, weight=weight, r=r) + mhe_view_term(
+        u2, a, lam=lam, tau=tau, weight=weight, r=r
+    )
+    return loss, _stats(z1, z2, act1, act2, gd)
 
 
 def mhe(z1: Tensor, z2: Tensor, *, lam: float) -> Tensor:
@@ -275,10 +284,10 @@ def mhs_view_term(u: Tensor, v: Tensor, a: Tensor, *, lam: float, r: float | Non
 
 
 def _mhs_impl(z1, z2, *, lam, m=0.3, r=None, gd=False):
-    u1, u2, stats = _gate_views(z1, z2, gd, m)
+    u1, u2, act1, act2 = _gate_views(z1, z2, gd, m)
     a = 2.0 - 2.0 * (u1 * u2).sum(-1)
     loss = mhs_view_term(u1, u2, a, lam=lam, r=r) + mhs_view_term(u2, u1, a, lam=lam, r=r)
-    return loss, stats
+    return loss, _stats(z1, z2, act1, act2, gd)
 
 
 def mhs(z1: Tensor, z2: Tensor, *, lam: float) -> Tensor:
@@ -356,10 +365,10 @@ def barlow_twins_view_term(
 
 
 def _siamese_impl(z1, z2, *, kind, lam, m=0.3, tau=0.05, r=None, gd=False, weight="none"):
-    u1, u2, stats = _gate_views(z1, z2, gd, m)
+    u1, u2, act1, act2 = _gate_views(z1, z2, gd, m)
     kw = {"lam": lam, "tau": tau, "weight": weight, "r": r, "kind": kind}
     loss = _siamese_view_term(u1, u2, **kw) + _siamese_view_term(u2, u1, **kw)
-    return loss, stats
+    return loss, _stats(z1, z2, act1, act2, gd)
 
 
 def vicreg_li(z1: Tensor, z2: Tensor, *, lam: float) -> Tensor:

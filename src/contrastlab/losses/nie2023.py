@@ -211,33 +211,44 @@ def mat(z1: Tensor, z2: Tensor, *, m: float) -> Tensor:
 
 
 # --------------------------------------------------------------------------- registry entries
+def _entry_infonce(z1: Tensor, z2: Tensor, *, tau: float):
+    sim = z1 @ z2.T
+    return info_nce_per_anchor(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
+
+
 def _entry_align_uniform(z1: Tensor, z2: Tensor, *, alpha: float, t: float, lam: float):
     loss = align_uniform(z1, z2, alpha=alpha, t=t, lam=lam)
     return loss, {"align": (z1 * z2).sum(-1).mean()}
 
 
-def _per_anchor_entry(per_anchor, *, hinge: bool):
-    """The registry entry of a loss that is the mean of ``per_anchor(s, **hp)`` over the anchors, or with
-    ``hinge`` of max(per_anchor, 0), whose anchors with a positive term are the ``gd_active`` ones."""
+def _entry_dcl(z1: Tensor, z2: Tensor, *, tau: float):
+    sim = z1 @ z2.T
+    return dcl_per_anchor(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
 
-    def entry(z1: Tensor, z2: Tensor, **hp):
+
+def _entry_dcl_plus(z1: Tensor, z2: Tensor, *, tau: float):
+    sim = z1 @ z2.T
+    per = dcl_per_anchor(sim, tau=tau)
+    stats = {"align": sim.diagonal().mean(), "gd_active": (per > 0).to(per.dtype).mean()}
+    return per.clamp_min(0.0).mean(), stats
+
+
+def _hinge_entry(margin_fn):
+    def entry(z1: Tensor, z2: Tensor, *, m: float):
         sim = z1 @ z2.T
-        per = per_anchor(sim, **hp)
-        stats = {"align": sim.diagonal().mean()}
-        if not hinge:
-            return per.mean(), stats
-        stats["gd_active"] = (per > 0).to(per.dtype).mean()
-        return per.clamp_min(0.0).mean(), stats
+        arg = margin_fn(sim, m=m)
+        stats = {"align": sim.diagonal().mean(), "gd_active": (arg > 0).to(arg.dtype).mean()}
+        return arg.clamp_min(0.0).mean(), stats
 
     return entry
 
 
 ENTRIES = {
-    "infonce": _per_anchor_entry(info_nce_per_anchor, hinge=False),
+    "infonce": _entry_infonce,
     "align_uniform": _entry_align_uniform,
-    "dcl": _per_anchor_entry(dcl_per_anchor, hinge=False),
-    "dcl_plus": _per_anchor_entry(dcl_per_anchor, hinge=True),
-    "mpt": _per_anchor_entry(mpt_margin, hinge=True),
-    "met": _per_anchor_entry(met_margin, hinge=True),
-    "mat": _per_anchor_entry(mat_margin, hinge=True),
+    "dcl": _entry_dcl,
+    "dcl_plus": _entry_dcl_plus,
+    "mpt": _hinge_entry(mpt_margin),
+    "met": _hinge_entry(met_margin),
+    "mat": _hinge_entry(mat_margin),
 }

@@ -295,8 +295,10 @@ def oar_loss(
     >>> oar_loss(z, -z, torch.tensor([0, 1]), torch.eye(2)).item()  # (0 + 2) / 2
     1.0
     """
-    kw = {"labelled_mask": labelled_mask, "check_labels": check_labels}
-    return 0.5 * (oar_term(z1, labels, anchors, **kw) + oar_term(z2, labels, anchors, **kw))
+    terms = [
+        oar_term(z, labels, anchors, labelled_mask=labelled_mask, check_labels=check_labels) for z in (z1, z2)
+    ]
+    return 0.5 * (terms[0] + terms[1])
 
 
 # --------------------------------------------------------------------------- registry entries

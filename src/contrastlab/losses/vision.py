@@ -32,8 +32,6 @@ every loss, MACL α 0.5, A0 0.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -52,6 +50,7 @@ __all__ = [
     "dcl_vision",
     "DUALTEMP_NEGATIVES",
     "cross_view_logsumexp",
+    "dualtemp_weight",
     "dualtemp",
     "macl_vision",
 ]
@@ -185,6 +184,22 @@ def cross_view_logsumexp(z1: Tensor, z2: Tensor, *, tau: float | Tensor) -> Tens
     return torch.logsumexp(logits.masked_fill(eye, float("-inf")), dim=-1)
 
 
+def dualtemp_weight(sim: Tensor, positive: Tensor, *, tau: float, tau_beta: float) -> Tensor:
+    """The detached inter-anchor factor w_k = (1 - P_k(τ_β)) / (1 - P_k(τ)) of [4], 2N - 2 negatives.
+
+    log(1 - P_k) = logsigmoid(v_k) at each temperature; log w is capped at 80 (w finite in float32).
+    """
+    with torch.no_grad():
+        v_alpha = decoupled_logsumexp(sim, positive, tau=tau)
+        v_beta = decoupled_logsumexp(sim, positive, tau=tau_beta)
+        return _capped_weight(v_alpha, v_beta)
+
+
+def _capped_weight(v_alpha: Tensor, v_beta: Tensor) -> Tensor:
+    log_w = F.logsigmoid(v_beta.detach()) - F.logsigmoid(v_alpha.detach())
+    return log_w.clamp_max(LOG_WEIGHT_CAP).exp()
+
+
 def dualtemp(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float, negatives: str = "other_view") -> Tensor:
     """Dual temperature InfoNCE as the released SimCo loss computes it ([4]; MACL Table 9's "Dual").
 
@@ -225,15 +240,15 @@ def dualtemp(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float, negatives: 
 
 def _dualtemp_impl(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float, negatives: str = "other_view"):
     if negatives == "other_view":
-        v = functools.partial(cross_view_logsumexp, z1, z2)
+        v_alpha = cross_view_logsumexp(z1, z2, tau=tau)
+        with torch.no_grad():
+            w = _capped_weight(v_alpha, cross_view_logsumexp(z1, z2, tau=tau_beta))
     elif negatives == "both_views":
-        v = functools.partial(decoupled_logsumexp, *symmetric_similarity(z1, z2))
+        sim, pos = symmetric_similarity(z1, z2)
+        v_alpha = decoupled_logsumexp(sim, pos, tau=tau)
+        w = dualtemp_weight(sim, pos, tau=tau, tau_beta=tau_beta)
     else:
         raise ValueError(f"negatives must be one of {', '.join(DUALTEMP_NEGATIVES)}, got {negatives!r}")
-    v_alpha = v(tau=tau)
-    with torch.no_grad():  # w = (1 - P(τ_β)) / (1 - P(τ)), log(1 - P) = logsigmoid(v); log w capped at 80
-        log_w = F.logsigmoid(v(tau=tau_beta)) - F.logsigmoid(v_alpha)
-        w = log_w.clamp_max(LOG_WEIGHT_CAP).exp()
     loss = (w * softplus(v_alpha)).mean()
     return loss, {"align": (z1 * z2).sum(-1).mean(), "weight_mean": w.mean()}
 
@@ -275,19 +290,18 @@ def _macl_vision_impl(z1: Tensor, z2: Tensor, *, tau0: float, alpha: float, a0: 
 
 
 # --------------------------------------------------------------------------- registry entries
-def _with_align(loss_fn):
-    """The registry entry of ``loss_fn``: its value and the mean positive cosine as ``align``."""
+def _entry_ntxent(z1: Tensor, z2: Tensor, *, tau: float):
+    return ntxent(z1, z2, tau=tau), {"align": (z1 * z2).sum(-1).mean()}
 
-    def entry(z1: Tensor, z2: Tensor, **hp):
-        return loss_fn(z1, z2, **hp), {"align": (z1 * z2).sum(-1).mean()}
 
-    return entry
+def _entry_dcl_vision(z1: Tensor, z2: Tensor, *, tau: float):
+    return dcl_vision(z1, z2, tau=tau), {"align": (z1 * z2).sum(-1).mean()}
 
 
 ENTRIES = {
-    "ntxent": _with_align(ntxent),
+    "ntxent": _entry_ntxent,
     "flatnce": _flatnce_impl,
-    "dcl_vision": _with_align(dcl_vision),
+    "dcl_vision": _entry_dcl_vision,
     "dualtemp": _dualtemp_impl,
     "macl_vision": _macl_vision_impl,
 }
