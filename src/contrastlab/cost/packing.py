@@ -186,8 +186,8 @@ def _figures_text(calibration: Any) -> str:
             f"the calibration's packing figures are {why}, so none is priced "
             f"(source: {calibration.packing_source or 'none'})"
         )
-    found = (VISION_PACKING_KEY.fullmatch(key) for key in calibration.packing_variants)
-    batches = sorted({int(match.group(2)) for match in found if match})  # those of the image figures
+    matches = (VISION_PACKING_KEY.fullmatch(key) for key in calibration.packing_variants)
+    batches = sorted({int(match.group(2)) for match in matches if match})  # those of the image figures
     steps = [("sentence", 0), *(("vision", batch) for batch in batches)]
     found = [
         f"{track} {precision} {measured_mode(track, precision)}{f' batch {batch}' if batch else ''} "

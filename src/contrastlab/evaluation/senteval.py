@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from contrastlab.models import load_backbone, make_encoder, pick_device
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_write, write_text
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval.tasks import Pairs, load_sts_pairs, load_tasks, task_sentences
@@ -161,11 +161,10 @@ class EmbeddingCache:
             new = _check_embeddings(encode(missing), len(missing))
             self.embeddings = new if self.embeddings is None else np.concatenate([self.embeddings, new])
             self.sentences = self.sentences + missing
-            self.folder.mkdir(parents=True, exist_ok=True)
             with atomic_write(self.folder / "embeddings.npy") as tmp, open(tmp, "wb") as handle:
                 np.save(handle, self.embeddings)  # a handle: np.save would append .npy to a path
-            (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
-            (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
+            write_text(self.folder / "sentences.json", json.dumps(self.sentences))
+            write_text(self.folder / "cache.json", json.dumps({"key": self.key, "n": len(self.sentences)}))
             known = {s: i for i, s in enumerate(self.sentences)}
         if self.embeddings is None:  # nothing asked, nothing cached
             return np.zeros((0, 0), np.float32)

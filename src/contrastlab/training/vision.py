@@ -80,7 +80,7 @@ ANCHORS_FILE = "anchors.safetensors"
 
 
 #: The settings :class:`~contrastlab.training.augment.SimCLRAugment` takes under their own names.
-AUGMENT_FIELDS = "crop_scale crop_ratio jitter jitter_p gray_p flip_p blur_p blur_sigma blur_kernel".split()
+_AUGMENT_FIELDS = "crop_scale crop_ratio jitter jitter_p gray_p flip_p blur_p blur_sigma blur_kernel".split()
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
 #: ``cuda_graph`` None (decided by the device) counts as default at False, what every run had before it.
 LATER_DEFAULTS = {
@@ -179,7 +179,7 @@ class VisionTrainSettings(Settings):
     def augment(self, size: int, mean, std) -> SimCLRAugment:
         """The training augmentation these settings describe, for images of side ``size``."""
         return SimCLRAugment(
-            size, mean=mean, std=std, **{name: getattr(self, name) for name in AUGMENT_FIELDS}
+            size, mean=mean, std=std, **{name: getattr(self, name) for name in _AUGMENT_FIELDS}
         )
 
 

@@ -83,14 +83,17 @@ def capture_vision_step(
     augment: SimCLRAugment,
     views: torch.Generator,
     first: torch.Tensor,
-    **options,
+    *,
+    calls: str,
+    memory_format: torch.memory_format,
+    head_autocast: bool,
 ) -> CapturedStep:
-    """:func:`step_body` (``options``: its ``calls``, ``memory_format`` and ``head_autocast``) captured as a
-    :class:`~contrastlab.training.capture.CapturedStep`, ``views`` registered with the graph; ``first``, a
-    batch of the run's shape, warms it up (its effects, draws included, undone). Called with a batch it
-    returns (loss output, h1, h2, grad norm)."""
+    """:func:`step_body` captured as a :class:`~contrastlab.training.capture.CapturedStep`, ``views``
+    registered with the graph; ``first``, a batch of the run's shape, warms it up (its effects, draws
+    included, undone). Called with a batch it returns (loss output, h1, h2, grad norm)."""
     encoder, head, _, optimizer, _ = parts
     autocast = prepare_capture(run, optimizer)
+    options = dict(calls=calls, memory_format=memory_format, head_autocast=head_autocast)
     body = step_body(run, train_step, parts, augment, views, autocast=autocast, **options)
     zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
     state = step_state(run, optimizer, encoder, head)

@@ -65,10 +65,11 @@ def failure_line(error: BaseException, label: str, log_path: str | os.PathLike) 
     if full is not None:
         # the folder of the file the OSError names, else the results folder the job's log lies in
         # (<results_dir>/logs/...: what the job writes), else the log's
-        log = Path(log_path)
-        folder = next((p.parent for p in log.parents if p.name == "logs"), log.parent)
         if full.filename:
             folder = Path(os.fsdecode(full.filename)).parent
+        else:
+            log = Path(log_path)
+            folder = next((p.parent for p in log.parents if p.name == "logs"), log.parent)
         df = shlex.join(["df", "-h", str(folder)])
         what = f"no space left on {folder}; free space there ({df}) and run the same command again"
         return f"contrastlab: {where}{what} ({type(error).__name__}: {message}) (log: {log_path})"
