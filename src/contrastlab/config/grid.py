@@ -324,7 +324,7 @@ class Experiment:
         and claims it stands in for (the demo only; a real run compares like with like)."""
         return dict(Options.of(self._config).verdict_stand_ins.get(self.name) or {})
 
-    @property
+    @functools.cached_property
     def ours_for(self) -> dict[str, str]:
         """:attr:`stand_ins` turned round: paper backbone -> the toy backbone whose cells stand for it."""
         return {paper: toy for toy, paper in self.stand_ins.items()}

@@ -200,8 +200,7 @@ def evaluate_claim(
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
-    experiment = grid.every_experiment.get(name)
-    if experiment is None:
+    if name not in grid.every_experiment:
         parts = [
             # a part's terms before evaluation: its contrast, for a trend part {sweep method: 1}
             PartResult(b, {str(p["sweep"]): 1.0} if relation == "trend" else contrast(p), NOT_RUN, task=t)
@@ -212,7 +211,6 @@ def evaluate_claim(
         return ClaimResult(claim, NOT_RUN, parts, configured=False)
     exp = grid.experiment(name)
     values = _seed_values(metrics, name, exp.seeds)
-    ours_for = exp.ours_for
     strata = functools.partial(cell_stratum, grid, name)
     if relation == "trend":
         parts, pending = trend_parts(claim, exp, values, level, strata)
@@ -221,7 +219,9 @@ def evaluate_claim(
         parts, pending = contrast_parts(claim, exp, values, pools, shift, level, strata)
     _holm_and_seeds(parts, pending, level, claim.get("at_least", 0))
     for p in parts:  # whose cells the numbers are: a toy's where the config lacks the paper's backbone
-        p.stand_in = "" if p.backbone in (experiment.get("backbones") or []) else ours_for.get(p.backbone, "")
+        p.stand_in = (
+            "" if p.backbone in (exp.spec.get("backbones") or []) else exp.ours_for.get(p.backbone, "")
+        )
     verdict = _claim_verdict(claim, parts)
     return ClaimResult(claim, verdict, parts, verdict != NOT_RUN or _in_grid(grid, claim, parts))
 

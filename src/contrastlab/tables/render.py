@@ -386,8 +386,10 @@ def to_latex(table: Table) -> str:
         head.insert(0, [""] * labels + spans)
     lines: list = []
     n_sub = 2 if table.spec.kind == "hparams" else 3
+    # a row-group label column (_label_heads), whose cell is set where a group starts
+    has_groups = labels == 3
     for i, text in enumerate(texts):
         if i and i % n_sub == 0:  # a paper row's first line: a rule where its row group starts
-            lines.append(MIDRULE if labels == 3 and text[0] else ADDLINESPACE)
+            lines.append(MIDRULE if has_groups and text[0] else ADDLINESPACE)
         lines.append(text)
     return latex_table(table.name, "l" * labels + "r" * len(cols), head, lines, caption)

@@ -230,14 +230,14 @@ def verdict_counts(cells: pd.DataFrame) -> dict[str, int]:
     return {"compared": sum(counts.values()), **counts}
 
 
-def chance_expected(cells: pd.DataFrame, level: float = LEVEL) -> tuple[int, float]:
-    """The cells tested against seed noise and the ▲/▼ expected among them by chance: (m, m · (1 − level)).
+def chance_expected(cells: pd.DataFrame) -> tuple[int, float]:
+    """The cells tested against seed noise and the ▲/▼ expected among them by chance: (m, m · (1 − LEVEL)).
 
     Tested: a trained cell with a verdict from a seed-noise interval (within noise, above or below); not
     undecided cells (no interval) nor the deterministic Pretrained rows (compared at the published
     rounding, where ▲/▼ means the evaluation differs, not noise). If every tested cell reproduced the
-    paper exactly, each falls outside its two-sided interval with chance 1 − level, so the expected count
-    is m (1 − level) by linearity, whatever the dependence between cells (they share pools, which widens
+    paper exactly, each falls outside its two-sided interval with chance 1 − LEVEL, so the expected count
+    is m (1 − LEVEL) by linearity, whatever the dependence between cells (they share pools, which widens
     the spread of the count but not its mean).
 
     >>> cells = pd.DataFrame({"method": ["cl", "cl", "au", "pretrained"]})
@@ -249,7 +249,7 @@ def chance_expected(cells: pd.DataFrame, level: float = LEVEL) -> tuple[int, flo
     if "verdict" not in cells:
         return 0, 0.0
     tested = int((cells["verdict"].isin([WITHIN, ABOVE, BELOW]) & (cells["method"] != PRETRAINED)).sum())
-    return tested, tested * (1 - level)
+    return tested, tested * (1 - LEVEL)
 
 
 def chance_text(cells: pd.DataFrame) -> str:
