@@ -211,12 +211,16 @@ def run_variant(
                 chunk = to_device(*host_batch(table, lengths, rows, None), device)
             else:
                 chunk = device_batches[i]
-            with run.step_context():
-                autocast, scale = run.autocast, run.scale
-                out, _, _ = train_step(
-                    encoder, head, loss_fn, [chunk], autocast=autocast, with_stats=False, scale=scale
-                )
-                run.optimizer_step(optimizer, params, CLIP_NORM)
+            parts = (encoder, head, loss_fn, optimizer, params)
+            out = capture.sentence_update(
+                run,
+                train_step,
+                parts,
+                [chunk],
+                autocast=run.autocast,
+                head_autocast=False,
+                clip_norm=CLIP_NORM,
+            )[0]
             return out.loss.detach()
 
     t = time.perf_counter()

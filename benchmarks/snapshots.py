@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from contrastlab.losses import build_loss
+from contrastlab.training.capture import sentence_update
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 from contrastlab.training.sentence_step import CLIP_NORM, train_step
 from contrastlab.training.snapshots import SnapshotWriter
@@ -52,11 +53,10 @@ def build_cell(args, device: torch.device):
     chunk = (ids, torch.ones_like(ids))
 
     def step(run: TrainingRun) -> None:
-        with run.step_context():
-            train_step(
-                model, head, loss_fn, [chunk], autocast=run.autocast, with_stats=False, scale=run.scale
-            )
-            run.optimizer_step(optimizer, params, CLIP_NORM)
+        parts = (model, head, loss_fn, optimizer, params)
+        sentence_update(
+            run, train_step, parts, [chunk], autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM
+        )
 
     return {"model": model, "head": head, "optimizer": optimizer}, step
 

@@ -47,6 +47,7 @@ from contrastlab.cost.flops import (
 )
 from contrastlab.losses import build_loss
 from contrastlab.precision import CHOICES as PRECISIONS
+from contrastlab.training.capture import sentence_update
 from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
@@ -177,11 +178,10 @@ def measure(arch, batch_sizes, args, device, precision):
         return ids, torch.ones_like(ids)
 
     def step(chunk):
-        with run.step_context():
-            train_step(
-                model, head, loss_fn, [chunk], autocast=run.autocast, with_stats=False, scale=run.scale
-            )
-            run.optimizer_step(optimizer, params, CLIP_NORM)
+        parts = (model, head, loss_fn, optimizer, params)
+        sentence_update(
+            run, train_step, parts, [chunk], autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM
+        )
 
     eval_n = min(args.eval_sentences or DEV_SENTENCES, DEV_SENTENCES)
     eval_chunk = batch_of(128, DEV_LENGTH)
