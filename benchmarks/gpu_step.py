@@ -74,6 +74,7 @@ from contrastlab.precision import ieee_fp32, set_fp32_mode
 from contrastlab.training import capture, equivalence
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
 from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
+from contrastlab.training.sentence_step import to_device
 
 DEMO = Path(__file__).resolve().parents[1] / "config" / "demo.yaml"
 L = 32  # max_length of every sentence cell
@@ -130,12 +131,6 @@ def host_batch(table, lengths, rows, width: int | None) -> tuple[torch.Tensor, t
     ids = torch.from_numpy(table[rows, :w].astype(np.int64))
     mask = torch.from_numpy((np.arange(w)[None, :] < lengths[rows, None]).astype(np.int64))
     return ids, mask
-
-
-def to_device(ids, mask, device):
-    if device.type != "cuda":
-        return ids, mask
-    return ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
 
 
 def sync(device):
