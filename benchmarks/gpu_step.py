@@ -186,8 +186,10 @@ def run_variant(
 
     if graphed:
         t = time.perf_counter()
-        pieces = (run, train_step, encoder, head, loss_fn, optimizer, params, device_batches[0])
-        graph = capture.capture_sentence_step(*pieces, head_autocast=False, clip_norm=CLIP_NORM)
+        parts = (encoder, head, loss_fn, optimizer, params)
+        graph = capture.capture_sentence_step(
+            run, train_step, parts, device_batches[0], head_autocast=False, clip_norm=CLIP_NORM
+        )
         capture_s = time.perf_counter() - t
 
         def step():

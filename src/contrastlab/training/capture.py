@@ -293,12 +293,13 @@ def sentence_update(run, train_step, parts, chunks, *, autocast, head_autocast, 
 
 
 def capture_sentence_step(
-    run, train_step, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
+    run, train_step, parts, first, *, head_autocast: bool, clip_norm: float
 ) -> CapturedStep:
     """:func:`sentence_update` on one batch as a :class:`CapturedStep` (:func:`prepare_capture`), the
-    gradients left in place. Called with a batch it returns (loss output, h1, h2, grad norm)."""
+    gradients left in place; ``parts`` as :func:`sentence_update` takes them. Called with a batch it returns
+    (loss output, h1, h2, grad norm)."""
+    model, head, _, optimizer, _ = parts
     options = dict(autocast=prepare_capture(run, optimizer), head_autocast=head_autocast, clip_norm=clip_norm)
-    parts = (model, head, loss_fn, optimizer, params)
 
     def body(ids, mask):
         return sentence_update(run, train_step, parts, [(ids, mask)], zero_grad=False, **options)

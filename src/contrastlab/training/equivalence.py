@@ -117,8 +117,10 @@ def training_step(
     if padding_free and graph:
         raise ValueError("padding_free runs the eager step: its token count changes every batch")
     if graph:
-        pieces = (run, train_step, model, head, loss_fn, optimizer, params, first)
-        captured = capture.capture_sentence_step(*pieces, head_autocast=False, clip_norm=CLIP_NORM)
+        parts = (model, head, loss_fn, optimizer, params)
+        captured = capture.capture_sentence_step(
+            run, train_step, parts, first, head_autocast=False, clip_norm=CLIP_NORM
+        )
         return lambda ids, mask: captured(ids, mask)[0]
 
     draws = padding_free if isinstance(padding_free, str) else "padded"

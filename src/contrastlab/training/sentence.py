@@ -433,9 +433,9 @@ def _capture_step(
         position * s.batch_size : (position + 1) * s.batch_size
     ]
     first = _batch(s, corpus, rows, run.device)
-    pieces = (run, train_step, parts.encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params, first)
+    options = dict(head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
     return capture.capture_or_eager(
-        lambda: capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM),
+        lambda: capture.capture_sentence_step(run, train_step, parts.step, first, **options),
         run.note,
         compiled=s.compile,
     )
@@ -451,10 +451,9 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
     run.count(padded_tokens=sum(ids.numel() for ids, _ in chunks), sentences=len(rows))
     if graph is not None:
         return graph(*chunks[0])
-    pieces = (parts.encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
     options = dict(autocast=run.autocast, head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
     try:
-        return capture.sentence_update(run, train_step, pieces, chunks, **options)
+        return capture.sentence_update(run, train_step, parts.step, chunks, **options)
     except torch.OutOfMemoryError as err:
         raise MemoryError(
             f"out of memory at step {step} on {run.describe()['device_name']} with batch_size "

@@ -48,6 +48,12 @@ class StepParts:
     params: list
     corpus: Any
 
+    @property
+    def step(self) -> tuple:
+        """(encoder, head, loss_fn, optimizer, params): the parts one update takes
+        (:func:`contrastlab.training.capture.sentence_update`)."""
+        return self.encoder, self.head, self.loss_fn, self.optimizer, self.params
+
 
 def build_head(
     protocol: str, model_type: str, dim: int, initializer_range: float = 0.02
