@@ -708,6 +708,7 @@ def test_a_refused_push_ends_in_one_line_naming_the_status_and_the_fix(
             pub.publish(plan, push=True, api=api)
     finally:
         server.shutdown()
+        server.server_close()
     line = f"contrastlab: publish: {refused.value}"
     observed(line)
     assert len(line.splitlines()) == 1 and "hf_FAKEtoken" not in line
