@@ -33,7 +33,7 @@ from contrastlab.cost.calibration import (
     vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
-from contrastlab.cost.measured import NONE, grouped, known_total
+from contrastlab.cost.measured import NONE, grouped, known_total, start_text
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
@@ -237,15 +237,6 @@ def calibration(
         packing=packing_figures(packing),
         missing_parts=missing,
     )
-
-
-def start_text(start: Mapping[str, Any] | None) -> str:
-    """A job's ``start``: ``warm``, ``cold`` (with why), or "—" where not recorded."""
-    if not start:
-        return NONE
-    if start.get("warm"):
-        return "warm"
-    return f"cold ({start['why_cold']})" if start.get("why_cold") else "cold"
 
 
 def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:

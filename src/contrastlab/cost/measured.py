@@ -360,10 +360,13 @@ PHASES_NOTE = (
 )
 
 
-def _start(start: Mapping[str, Any] | None) -> str:
+def start_text(start: Mapping[str, Any] | None) -> str:
+    """A job's ``start``: ``warm``, ``cold`` (with why where said), or "—" where not recorded."""
     if not start:
         return NONE
-    return "warm" if start.get("warm") else f"cold ({start.get('why_cold') or 'why unknown'})"
+    if start.get("warm"):
+        return "warm"
+    return f"cold ({start['why_cold']})" if start.get("why_cold") else "cold"
 
 
 def per_training_job(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
@@ -377,7 +380,7 @@ def per_training_job(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
         rows.append(
             {
                 "job": f"{job.rule} {job.cell}",
-                "start": _start(job.start),
+                "start": start_text(job.start),
                 **{name: NONE if value is None else f"{value:.1f}" for name, value in seconds.items()},
                 "outside": f"{outside:.1f}",
                 "job wall": f"{job.seconds:.1f}",
