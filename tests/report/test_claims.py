@@ -586,3 +586,24 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
         "--forcerun",
         "tables",
     ]
+
+
+def test_add_seeds_goes_to_the_cells_the_verdict_read_where_the_paper_backbone_runs_beside_its_stand_in():
+    """With bert-base configured and tiny-bert standing in for it, the verdict reads bert-base's own cells
+    (``Experiment.ours``): so the seeds go there, not to the stand-in's cells it did not read."""
+    tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
+    macl = {**FULL["experiments"]["macl"], "backbones": ["tiny-bert", "bert-base", "roberta-base"]}
+    both = {
+        **FULL,
+        "seeds": [42],
+        "experiments": {"macl": macl},
+        "backbones": {**FULL["backbones"], "tiny-bert": tiny},
+        "tables": {**FULL["tables"], "verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
+    }
+    grid = Grid(cl_config.validate(both))
+    one = metrics(
+        {(b, m): [76.0 + (m == "macl")] for b in ("tiny-bert", "bert-base") for m in ("simcse", "macl")}
+    )
+    result = evaluate_claim(claim("macl-sts-avg"), one, grid)
+    assert result.verdict == UNDECIDED and numbers_text(result).startswith("bert-base: macl − simcse")
+    assert [(p["experiment"], p["backbone"]) for p in seed_plan([result], grid)] == [("macl", "bert-base")]

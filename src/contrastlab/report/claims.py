@@ -383,12 +383,11 @@ def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, s
         if result.verdict != UNDECIDED or result.claim.get("relation") == "figure_values":
             continue
         name = result.claim["experiment"]
-        ours_for = grid.experiment(name).ours_for
+        exp = grid.experiment(name)
         for p in result.parts:
             if p.status == UNDECIDED:
-                backbone = ours_for.get(p.backbone, p.backbone)
                 cells = {cell_of(m, p.task)[0] for m in p.terms}
-                out.setdefault((name, backbone), set()).update(cells - {PRETRAINED})
+                out.setdefault((name, exp.ours(p.backbone)), set()).update(cells - {PRETRAINED})
     return out
 
 
