@@ -601,9 +601,8 @@ def test_add_seeds_goes_to_the_cells_the_verdict_read_where_the_paper_backbone_r
         "tables": {**FULL["tables"], "verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
     }
     grid = Grid(cl_config.validate(both))
-    one = metrics(
-        {(b, m): [76.0 + (m == "macl")] for b in ("tiny-bert", "bert-base") for m in ("simcse", "macl")}
-    )
+    scores = {"simcse": 76.0, "macl": 77.0}
+    one = metrics({(b, m): [v] for b in ("tiny-bert", "bert-base") for m, v in scores.items()})
     result = evaluate_claim(claim("macl-sts-avg"), one, grid)
     assert result.verdict == UNDECIDED and numbers_text(result).startswith("bert-base: macl − simcse")
     assert [(p["experiment"], p["backbone"]) for p in seed_plan([result], grid)] == [("macl", "bert-base")]
