@@ -219,9 +219,8 @@ def evaluate_claim(
         parts, pending = contrast_parts(claim, exp, values, pools, shift, level, strata)
     _holm_and_seeds(parts, pending, level, claim.get("at_least", 0))
     for p in parts:  # whose cells the numbers are: a toy's where the config lacks the paper's backbone
-        p.stand_in = (
-            "" if p.backbone in (exp.spec.get("backbones") or []) else exp.ours_for.get(p.backbone, "")
-        )
+        ours = exp.ours(p.backbone)
+        p.stand_in = "" if ours == p.backbone else ours
     verdict = _claim_verdict(claim, parts)
     return ClaimResult(claim, verdict, parts, verdict != NOT_RUN or _in_grid(grid, claim, parts))
 
