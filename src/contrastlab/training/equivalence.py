@@ -116,17 +116,15 @@ def training_step(
     encoder padding-free with ``padding_free`` (eager only, as in the trainer)."""
     if padding_free and graph:
         raise ValueError("padding_free runs the eager step: its token count changes every batch")
+    draws = padding_free if isinstance(padding_free, str) else "padded"
+    encoder = PaddingFree(model, dropout_draws=draws) if padding_free else model
+    parts = (encoder, head, loss_fn, optimizer, params)
     if graph:
-        parts = (model, head, loss_fn, optimizer, params)
         captured = capture.capture_sentence_step(
             run, train_step, parts, first, head_autocast=False, clip_norm=CLIP_NORM
         )
         return lambda ids, mask: captured(ids, mask)[0]
 
-    draws = padding_free if isinstance(padding_free, str) else "padded"
-    encoder = PaddingFree(model, dropout_draws=draws) if padding_free else model
-
-    parts = (encoder, head, loss_fn, optimizer, params)
     options = dict(autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM)
 
     def step(ids, mask):

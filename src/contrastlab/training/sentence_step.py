@@ -140,4 +140,4 @@ def to_device(
     """A batch on ``device`` (:func:`~contrastlab.models.device.host_to_device`). With
     ``host_mask`` the mask stays on the host (the padding-free encoder's, :mod:`contrastlab.models.packed`:
     its gather indices are built from the host copy, with no host sync)."""
-    return host_to_device(ids, device), mask if host_mask else host_to_device(mask, device)
+    return host_to_device(ids, device), (mask if host_mask else host_to_device(mask, device))
