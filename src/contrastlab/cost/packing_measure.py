@@ -274,11 +274,10 @@ def vision_step(
     size = s.input_size or s.image_size
     built = build_parts(s, run, None, size)  # the trainer's own: seeded modules, optimiser, loss, cuDNN
     images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
-    parts = (built.forward_encoder, built.head, built.loss_fn, built.optimizer, built.params)
     options = {"memory_format": built.memory_format, "head_autocast": s.head_autocast}
     if graph:
         captured = vision_capture.capture_vision_step(
-            run, train_step, parts, built.augment, built.views, images, calls=s.augment_calls, **options
+            run, train_step, built.step, built.augment, built.views, images, calls=s.augment_calls, **options
         )
         return StepCopy(lambda: captured(images), where, run.precision.name, warmup, graph=True)
 

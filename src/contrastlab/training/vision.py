@@ -287,6 +287,12 @@ class VisionParts:
     oar: OarBatches | None
     memory_format: torch.memory_format
 
+    @property
+    def step(self) -> tuple:
+        """(forward encoder, head, loss_fn, optimizer, params): the parts one update takes
+        (:func:`contrastlab.training.vision_capture.step_body`)."""
+        return self.forward_encoder, self.head, self.loss_fn, self.optimizer, self.params
+
     def stateful(self) -> dict[str, Any]:
         """What a snapshot saves and a resume loads, by name (the views' generator among them)."""
         views = GeneratorState(self.views)
@@ -317,12 +323,11 @@ class _VisionTrack(loop.Track):
         if not self.s.cuda_graph:
             return
         s, parts = self.s, self.parts
-        step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
         self.graph = capture.capture_or_eager(
             lambda: vc.capture_vision_step(
                 self.run,
                 train_step,
-                step_parts,
+                parts.step,
                 parts.augment,
                 parts.views,
                 self.images[: s.batch_size],
