@@ -66,10 +66,8 @@ def build_report(
     # beside the paper tables: the scores as data (report.scores) and each claim's verdict, what
     # `make compare` reads (report.compare), the comparison tables of the user's losses, the searches'
     # selections and the SentEval-MTEB bridge
-    written += [
-        write_scores(metrics, grid, results.root, out_dir),
-        write_claims(evaluate_claims(metrics, grid), out_dir),
-    ]
+    claims = evaluate_claims(metrics, grid)  # the report's claims sections read them too
+    written += [write_scores(metrics, grid, results.root, out_dir), write_claims(claims, out_dir)]
     compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons, failures)
     search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
     bridge = bridge_rows(results)  # when rule mteb ran (mteb.enabled); shown under each checkpoint's paper
@@ -85,6 +83,7 @@ def build_report(
         bridge=bridge,
         searches=search_blocks,
         metrics=metrics,
+        claims=claims,
     )
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return [*written, report, report.with_suffix(".html")]  # report.html: figures embedded

@@ -177,7 +177,7 @@ def write_report(
     **parts,
 ) -> Path:
     """Write :func:`report_blocks` of ``built`` (table, {ext: path}; ``parts``: figures, sections,
-    searches, bridge) to ``report_path`` and report.html beside it. Returns ``report_path``."""
+    searches, bridge, claims) to ``report_path`` and report.html beside it. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
@@ -232,17 +232,20 @@ def report_blocks(
     sections: list | None = None,
     searches: dict[str, list] | None = None,
     bridge: list[dict[str, str]] | None = None,
+    claims: list | None = None,
 ) -> list:
     """The report's document (links relative to ``base``): the answer, then one section per paper
     (:func:`_paper_blocks`), the user's losses' ``sections``, what belongs to no paper and the closing
-    sections (:func:`_run_blocks`). Claims are evaluated on ``metrics`` in ``grid``."""
+    sections (:func:`_run_blocks`). Claims are evaluated on ``metrics`` in ``grid`` (``claims``: evaluated
+    already)."""
     blocks, run_text = _title_blocks(results_dir)
     per_paper: dict[str | None, list] = {}
     guide: list = [*run_text, Paragraph(LAYOUT_TEXT.format(own="your own losses, " if sections else ""))]
     if grid is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
-        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages, [t for t, _ in built])
+        tables = [t for t, _ in built]
+        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages, tables, claims)
         blocks += answer
         guide += claims_guide
     # The reading guide, folded below the answer: it is read once, the answer every time.
@@ -427,11 +430,17 @@ def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
 
 
 def claims_sections(
-    grid: Grid, metrics, base: Path, pages: dict[str, Path], tables: list[assemble.Table]
+    grid: Grid,
+    metrics,
+    base: Path,
+    pages: dict[str, Path],
+    tables: list[assemble.Table],
+    results: list | None = None,
 ) -> tuple[list, list, dict[str, list]]:
     """The claims as the answer (:func:`.answer.answer_blocks`), their reading guide, and per paper its
-    "Claims": the tally, then per claim its verdict, numbers and links (``pages``: name -> its file)."""
-    results = evaluate_claims(metrics, grid)
+    "Claims": the tally, then per claim its verdict, numbers and links (``pages``: name -> its file);
+    ``results``: the claims evaluated on ``metrics`` already, else evaluated here."""
+    results = evaluate_claims(metrics, grid) if results is None else results
     answer = answer_blocks(results, tables, pages, base, grid)
 
     def links(claim) -> list:
