@@ -200,7 +200,8 @@ def evaluate_claim(
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
-    if name not in grid.every_experiment:
+    exp = grid.experiment(name)
+    if not exp.configured:
         parts = [
             # a part's terms before evaluation: its contrast, for a trend part {sweep method: 1}
             PartResult(b, {str(p["sweep"]): 1.0} if relation == "trend" else contrast(p), NOT_RUN, task=t)
@@ -209,7 +210,6 @@ def evaluate_claim(
             for p in claim["parts"]
         ]
         return ClaimResult(claim, NOT_RUN, parts, configured=False)
-    exp = grid.experiment(name)
     values = _seed_values(metrics, name, exp.seeds)
     strata = functools.partial(cell_stratum, grid, name)
     if relation == "trend":

@@ -147,9 +147,9 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
     nearest), ``seeds`` the rows read; no interval (``half_width`` NaN, ``df`` 0)."""
     name = str(claim.get("experiment"))
     # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
-    configured = grid.experiment(name).has_study
+    exp = grid.experiment(name)
+    configured = exp.has_study
     root = Path(grid.results.figures) if grid.options.names_results and configured else None
-    ours_for = grid.experiment(name).ours_for
     frames: dict[str, pd.DataFrame | None] = {}
     parts = []
     coarser, noted = _coarser(grid), False
@@ -165,7 +165,7 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
             if frame is None:
                 result.missing = [f"figures/{csv}.csv" if configured else f"{name} in the config"]
                 continue
-            _read_part(result, part, frame, ours_for.get(backbone), any_level(claim))
+            _read_part(result, part, frame, exp.ours_for.get(backbone), any_level(claim))
             if part.get("error") and coarser and result.status != NOT_RUN and not noted:
                 result.terms = {f"{next(iter(result.terms))} [{coarser}]": 1.0}  # said once per claim
                 noted = True

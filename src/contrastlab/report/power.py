@@ -90,22 +90,22 @@ def claim_structure(
     """The claim's :class:`Structure` under ``grid``'s config, or why it has none (a text). ``cache``: the
     control's frames per experiment, shared between claims; ``measured``: pools' σ that replace the prior."""
     name = claim["experiment"]
-    experiment = grid.every_experiment.get(name)
-    if why_not := _not_simulated(claim, experiment):
+    exp = grid.experiment(name)
+    if why_not := _not_simulated(claim, exp.spec if exp.configured else None):
         return why_not
     control = _control(grid, name, {} if cache is None else cache)
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
     metrics = claim_metrics(claim, name) if text else control["metrics"]
     result = evaluate_claim(claim, metrics, control["grid"])
     stratum_of = functools.partial(cell_stratum, grid, name)
-    rows = _part_rows(result.parts, {**control["values"], **text}, grid.experiment(name).ours, stratum_of)
+    rows = _part_rows(result.parts, {**control["values"], **text}, exp.ours, stratum_of)
     measured = measured or {}
     try:  # each cell's σ: its pool's as the runs measured it (measured_noise), else its metric's prior
         pool_keys = [(name, b, task, stratum_of(b, method)) for b, method, task in rows.cells]
         sigma = np.array([measured[key] if key in measured else noise_prior(key[2]) for key in pool_keys])
     except KeyError as error:
         return f"no noise prior for metric {error.args[0]}"
-    pool, pool_cells, pool_sigma = _pools(rows.cells, sigma, experiment, stratum_of)
+    pool, pool_cells, pool_sigma = _pools(rows.cells, sigma, exp.spec, stratum_of)
     mode, own_pool = _own_pools(rows.modes, rows.own, stratum_of)
     if not rows.coefs and not rows.certain:  # e.g. a preset whose backbones are not the paper's (no stand-in)
         return "its parts do not resolve in this config's grid"
@@ -126,7 +126,7 @@ def claim_structure(
         certain_nr=rows.certain,
         shift=shift,
         expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
-        seeds=len(grid.experiment(name).seeds or [1]),
+        seeds=len(exp.seeds or [1]),
         mode=mode,
         own_pool=own_pool,
     )
