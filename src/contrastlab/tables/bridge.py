@@ -61,8 +61,7 @@ def write_bridge_table(rows: list[dict[str, str]], out_dir: str | Path) -> list[
     rows (no checkpoint has a ``bridge.json``: ``mteb.enabled`` off)."""
     if not rows:
         return []
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)  # write_text makes the folder
     csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
     write_text(csv_path, pd.DataFrame(rows).to_csv(index=False, lineterminator="\n"))
     write_text(
