@@ -289,7 +289,6 @@ def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phase
     # the summary's start and phases reach the row (and so the table) as the trainers write them
     row = R.cell_row(_job_summary(start=jobs[0]["start"], phases=jobs[0]["phases"]), 1e12, "a", "sentence")
     assert row["start"] == jobs[0]["start"] and row["phases"] == jobs[0]["phases"]
-    assert R.start_text(None) == "—" and R.start_text({"warm": False, "why_cold": None}) == "cold"
 
 
 def _packing_series(mps: bool) -> list[dict]:

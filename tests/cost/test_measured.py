@@ -20,6 +20,7 @@ from contrastlab.cost.measured import (
     per_training_job,
     read_benchmark,
     read_job_costs,
+    start_text,
     warm_usage_path,
 )
 from contrastlab.paths import REPO_ROOT, Results
@@ -306,3 +307,4 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     lines = cost_lines(r)
     assert "### Where the training jobs' time went" in lines
     assert any(line.startswith(f"| train {cell} | cold (starter refused") for line in lines)
+    assert start_text(None) == "—" and start_text({"warm": False, "why_cold": None}) == "cold"
