@@ -20,30 +20,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 # --- Two workers (pytest-xdist) ---------------------------------------------------------------------
-# Each module is a group that runs whole on one worker, so that a module-scoped fixture (a finished demo
-# run, a trained model) is built once; tests/e2e/ (each module in a working copy of its own, marked e2e)
-# starts Snakemake. The longest modules start first, so that the two workers end together: a long module
-# sets a module-level ``SCHEDULE_FIRST = n`` (the higher, the earlier: test_slurm 16 ... test_overrides 1);
-# then come the other e2e modules, then the rest, each in the order of collection. A worker takes its next
-# module when at most two tests of its last are left, so the first and third share a worker: the two SLURM
-# modules (16, 14) run one after the other, not at once (their jobs left a third of both CPUs idle).
+# Each module is a group that runs whole on one worker (pyproject.toml's --dist loadfile), so that a
+# module-scoped fixture (a finished demo run, a trained model) is built once; tests/e2e/ (each module in a
+# working copy of its own, marked e2e) starts Snakemake. The longest modules start first, so that the two
+# workers end together: a long module sets a module-level ``SCHEDULE_FIRST = n`` (the higher, the earlier:
+# test_slurm 16 ... test_overrides 1); then come the other e2e modules, then the rest, each in the order of
+# collection. A worker takes its next module when at most two tests of its last are left, so the first and
+# third share a worker: the two SLURM modules (16, 14) run one after the other, not at once (their jobs left
+# a third of both CPUs idle).
 
 
 def schedule_key(item) -> tuple[int, bool]:
     """Where an item's module starts: ``SCHEDULE_FIRST`` (high first), then e2e before the rest."""
     module = getattr(item, "module", None)
     return (-getattr(module, "SCHEDULE_FIRST", 0), item.get_closest_marker("e2e") is None)
-
-
-@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist runs the suite in one process
-def pytest_xdist_make_scheduler(config, log):
-    """xdist's file scheduler (``--dist loadfile``: each module a group that runs whole on one worker),
-    in the order of collection (not xdist's default of the most tests first). (xdist's own ``--dist
-    loadgroup`` cannot do it with pytest 9.2: it renames ``item._nodeid``, which pytest no longer reads.)"""
-    from xdist.scheduler import LoadFileScheduling
-
-    config.option.loadscopereorder = False
-    return LoadFileScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its folder
