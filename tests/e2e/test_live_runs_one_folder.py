@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from contrastlab.workflow.recovery import runs_folder
-from tests.workflow.test_live_runs_here import _results_under_two_names
+from tests.workflow.helpers import results_under_two_names
 
 from .conftest import one_line_failure, snakemake_process, succeeded
 
@@ -22,7 +22,7 @@ from .conftest import one_line_failure, snakemake_process, succeeded
     "refused in one line naming its pid and command, before planning; once that run is gone, it plans",
 )
 def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_path, observed):
-    real, link = _results_under_two_names(tmp_path)
+    real, link = results_under_two_names(tmp_path)
     code = textwrap.dedent(
         f"""
         import time

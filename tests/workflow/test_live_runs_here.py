@@ -18,7 +18,7 @@ import pytest
 
 from contrastlab.workflow import recovery
 from contrastlab.workflow.recovery import record_running_workflow, recover_killed_run, runs_folder
-from tests.workflow.helpers import lock, wait_for
+from tests.workflow.helpers import lock, results_under_two_names, wait_for
 
 #: One run: it reads a step per line ("record", "forget", "unlock") and answers "done"; it exits (its
 #: atexit hooks run) when its input closes. Its working directory is the workflow's: the Snakefile passes
@@ -90,20 +90,12 @@ def runs():
         run.kill()
 
 
-def _results_under_two_names(tmp_path: Path) -> tuple[Path, Path]:
-    real = tmp_path / "results" / "a"
-    real.mkdir(parents=True)
-    link = tmp_path / "results" / "b"
-    link.symlink_to("a", target_is_directory=True)
-    return real, link
-
-
 @pytest.mark.fault(
     "a live run on results/a; a second run on results/b, a symlink to a (C3)",
     "refused in one line naming the live run's pid and command; the same under the same name",
 )
 def test_a_live_run_refuses_a_second_run_on_its_folder_under_any_name(tmp_path, runs, observed):
-    real, link = _results_under_two_names(tmp_path)
+    real, link = results_under_two_names(tmp_path)
     live = runs(tmp_path, real)
     live.step("record")
     (record,) = runs_folder(real).iterdir()
@@ -122,7 +114,7 @@ def test_a_live_run_refuses_a_second_run_on_its_folder_under_any_name(tmp_path, 
 
 
 def test_no_refusal_for_its_own_record_a_dead_run_or_a_run_elsewhere(tmp_path, runs):
-    real, link = _results_under_two_names(tmp_path)
+    real, link = results_under_two_names(tmp_path)
     own = record_running_workflow(link, [], tmp_path)
     assert recovery.live_run_refusal(str(real)) is None  # this process's own record
     own.unlink()
@@ -251,7 +243,7 @@ def _claim_at(barrier, results: str, answers, release) -> None:
 def test_two_runs_started_together_under_two_names_one_runs(tmp_path, observed):
     import multiprocessing
 
-    real, link = _results_under_two_names(tmp_path)
+    real, link = results_under_two_names(tmp_path)
     context = multiprocessing.get_context("fork")  # two processes with the library imported: fast starts
     refusals = []
     for attempt in range(20):
@@ -277,7 +269,7 @@ def test_two_runs_started_together_under_two_names_one_runs(tmp_path, observed):
 def test_the_claim_names_its_holder_and_is_freed_by_a_kill(tmp_path, runs):
     """The refused run names the holder's pid and command (its claim file); once the holder is killed,
     the kernel has released the claim: the next run takes it."""
-    real, link = _results_under_two_names(tmp_path)
+    real, link = results_under_two_names(tmp_path)
     code = "import sys, time\nfrom contrastlab.workflow.recovery import claim_results_folder\n"
     code += "print(claim_results_folder(sys.argv[1]), flush=True)\ntime.sleep(60)\n"
     holder = subprocess.Popen([sys.executable, "-c", code, str(real)], stdout=subprocess.PIPE, text=True)
