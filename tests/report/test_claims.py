@@ -536,6 +536,19 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
     assert result.verdict == REPRODUCED
 
 
+def macl_with_stand_in(seeds: list[int], backbones: list[str]) -> dict:
+    """config.yaml with MACL at ``seeds`` on ``backbones``, tiny-bert (a small random BERT) standing in for
+    bert-base in its verdicts."""
+    tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
+    return {
+        **FULL,
+        "seeds": seeds,
+        "experiments": {"macl": {**FULL["experiments"]["macl"], "backbones": backbones}},
+        "backbones": {**FULL["backbones"], "tiny-bert": tiny},
+        "tables": {**FULL["tables"], "verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
+    }
+
+
 def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
     """MACL's STS.Avg claim on tiny-bert, one seed (45) per cell: no noise estimate, so the plan adds 46 and
     47 (MIN_SEEDS = 3) to the claim's two methods on tiny-bert; the printed command, its preset's path
@@ -545,15 +558,8 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
 
     from snakemake.utils import update_config
 
-    tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
-    toy = {
-        **FULL,
-        "seeds": [45],
-        # roberta-base kept (its methods' per_backbone name it), not run: no cell of it to add seeds to
-        "experiments": {"macl": {**FULL["experiments"]["macl"], "backbones": ["tiny-bert", "roberta-base"]}},
-        "backbones": {**FULL["backbones"], "tiny-bert": tiny},
-        "tables": {**FULL["tables"], "verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
-    }
+    # roberta-base kept (its methods' per_backbone name it), not run: no cell of it to add seeds to
+    toy = macl_with_stand_in([45], ["tiny-bert", "roberta-base"])
     grid = Grid(cl_config.validate(toy))
     one = metrics({("tiny-bert", "simcse"): [76.0], ("tiny-bert", "macl"): [77.0]}).assign(seed=45)
     result = evaluate_claim(claim("macl-sts-avg"), one, grid)
@@ -591,18 +597,18 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
 def test_add_seeds_goes_to_the_cells_the_verdict_read_where_the_paper_backbone_runs_beside_its_stand_in():
     """With bert-base configured and tiny-bert standing in for it, the verdict reads bert-base's own cells
     (``Experiment.ours``): so the seeds go there, not to the stand-in's cells it did not read."""
-    tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
-    macl = {**FULL["experiments"]["macl"], "backbones": ["tiny-bert", "bert-base", "roberta-base"]}
-    both = {
-        **FULL,
-        "seeds": [42],
-        "experiments": {"macl": macl},
-        "backbones": {**FULL["backbones"], "tiny-bert": tiny},
-        "tables": {**FULL["tables"], "verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
-    }
-    grid = Grid(cl_config.validate(both))
+    grid = Grid(cl_config.validate(macl_with_stand_in([42], ["tiny-bert", "bert-base", "roberta-base"])))
     scores = {"simcse": 76.0, "macl": 77.0}
     one = metrics({(b, m): [v] for b in ("tiny-bert", "bert-base") for m, v in scores.items()})
     result = evaluate_claim(claim("macl-sts-avg"), one, grid)
-    assert result.verdict == UNDECIDED and numbers_text(result).startswith("bert-base: macl − simcse")
-    assert [(p["experiment"], p["backbone"]) for p in seed_plan([result], grid)] == [("macl", "bert-base")]
+    assert result.verdict == UNDECIDED and numbers_text(result) == "bert-base: macl − simcse = +1.00 ± ?"
+    plan = seed_plan([result], grid)
+    assert plan == [
+        dict(
+            experiment="macl",
+            backbone="bert-base",
+            methods=["macl", "simcse"],
+            seeds=[42, 43, 44],
+            new=[43, 44],
+        )
+    ]
