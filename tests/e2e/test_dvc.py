@@ -95,7 +95,7 @@ def tracked_copy(repo_root: Path, dest: Path) -> Path:
     return dest
 
 
-def reduced_demo(repo_root: Path) -> dict:
+def dvc_demo(repo_root: Path) -> dict:
     """config/demo.yaml cut to two losses on the tiny BERT, four steps on the generated data (under
     resources/: versioned too), Nie's analytic figures on a small grid."""
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
@@ -130,7 +130,7 @@ def demo(repo_root, tools, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dvc")
     origin = tracked_copy(repo_root, tmp / "origin")
     # Flow-style lists and a comment, as in the presets: what DVC's rewrite of a whole file changes.
-    text = yaml.safe_dump(reduced_demo(repo_root), sort_keys=False, default_flow_style=None, width=100)
+    text = yaml.safe_dump(dvc_demo(repo_root), sort_keys=False, default_flow_style=None, width=100)
     (origin / CONFIG).write_text("# config/demo.yaml, reduced (tests/e2e/test_dvc.py)\n" + text)
     dvc(origin, "remote", "add", "-d", "store", str(tmp / "remote"))
     git(origin, "add", "-A")
@@ -260,7 +260,7 @@ def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root,
     assert "missing provenance" not in output, output[-3000:]
 
     # Snakemake's provenance came back too: one changed hyperparameter retrains exactly its cell.
-    changed_config = reduced_demo(repo_root)
+    changed_config = dvc_demo(repo_root)
     changed_config["experiments"]["nie2023"]["methods"]["mpt"]["hp"]["m"] = 0.30
     (clone / "config" / "changed.yaml").write_text(yaml.safe_dump(changed_config, sort_keys=False))
     output = snakemake(clone, "-n", "--configfile", "config/changed.yaml")
