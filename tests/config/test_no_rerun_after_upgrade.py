@@ -1,9 +1,10 @@
-"""An upgrade reruns no finished cell: a train job reruns when its params change (the profiles'
-``rerun-triggers``), and a cell's params are its resolved settings.
+"""An upgrade reruns no finished cell: a train job reruns when its params or inputs change (the profiles'
+``rerun-triggers``); a cell's params are its resolved settings, and its loss's module is one of its inputs.
 
-The digests below are every cell's settings of each preset as the workflow resolves them. A change that
-means to retrain cells updates a digest and says so in CHANGELOG.md (config/cpu.yaml's 30 steps,
-config/gpu-check.yaml's 125 steps and its fp16 cell's snapshots every 50 did).
+The digests below are each built-in loss module's bytes at 0.2.0 and every cell's settings of each preset
+as the workflow resolves them. A change that means to retrain cells updates a digest and says so in
+CHANGELOG.md (config/cpu.yaml's 30 steps, config/gpu-check.yaml's 125 steps and its fp16 cell's snapshots
+every 50 did).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from contrastlab.losses.catalog import LOSSES
 from contrastlab.losses.user import module_path
 from contrastlab.papers import paper_for, paper_of
 
-#: sha256[:16] of each built-in loss's module at 0.2.0 (29003947). The module is its cells' train input
-#: (rules/train.smk's ``loss_source``): a pull that rewrites it retrains every cell of its losses, however
-#: little the edit changes. A change that means to retrain them updates a digest and says so in CHANGELOG.md.
+#: sha256[:16] of each built-in loss's module at 0.2.0 (29003947), its cells' train input (rules/train.smk's
+#: ``loss_source``): a pull that rewrites it retrains every cell of its losses, however little it changes.
 LOSS_MODULES_AT_0_2_0 = {
     "li2024": "19dc4c156f4a2e1b",
     "macl": "0bf4c00d55994119",
@@ -61,6 +61,6 @@ def test_the_digest_sees_a_changed_setting(repo_root):
 
 
 def test_every_loss_module_is_the_one_finished_cells_trained_with(repo_root):
-    modules = {(repo_root / module_path(name)) for name in LOSSES}
+    modules = {repo_root / module_path(name) for name in LOSSES}
     digests = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest()[:16] for path in modules}
     assert digests == LOSS_MODULES_AT_0_2_0
