@@ -73,8 +73,7 @@ from contrastlab.models.text import attention_bias
 from contrastlab.precision import ieee_fp32, set_fp32_mode
 from contrastlab.training import capture, equivalence
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
-from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
-from contrastlab.training.sentence_step import to_device
+from contrastlab.training.sentence_step import build_head, to_device
 
 DEMO = Path(__file__).resolve().parents[1] / "config" / "demo.yaml"
 L = 32  # max_length of every sentence cell
@@ -184,41 +183,23 @@ def run_variant(
     state = {"i": 0}
     torch.manual_seed(7)
 
-    if graphed:
-        t = time.perf_counter()
-        parts = (encoder, head, loss_fn, optimizer, params)
-        graph = capture.capture_sentence_step(
-            run, train_step, parts, device_batches[0], head_autocast=False, clip_norm=CLIP_NORM
-        )
-        capture_s = time.perf_counter() - t
+    # the trainer's step (contrastlab.training.equivalence): captured once as a CUDA graph, or eager
+    t = time.perf_counter()
+    update = equivalence.training_step(
+        run, encoder, head, loss_fn, optimizer, params, device_batches[0], graph=graphed
+    )
+    capture_s = time.perf_counter() - t if graphed else 0.0
 
-        def step():
-            i = state["i"] % len(batches)
-            state["i"] += 1
-            out, *_ = graph(*device_batches[i])
-            return out.loss.detach().clone()
-    else:
-        capture_s = 0.0
-
-        def step():
-            i = state["i"] % len(batches)
-            state["i"] += 1
-            if name == "trainer":
-                rows = np.arange(i * args.batch, (i + 1) * args.batch) % len(lengths)
-                chunk = to_device(*host_batch(table, lengths, rows, None), device)
-            else:
-                chunk = device_batches[i]
-            parts = (encoder, head, loss_fn, optimizer, params)
-            out = capture.sentence_update(
-                run,
-                train_step,
-                parts,
-                [chunk],
-                autocast=run.autocast,
-                head_autocast=False,
-                clip_norm=CLIP_NORM,
-            )[0]
-            return out.loss.detach()
+    def step():
+        i = state["i"] % len(batches)
+        state["i"] += 1
+        if name == "trainer":
+            rows = np.arange(i * args.batch, (i + 1) * args.batch) % len(lengths)
+            chunk = to_device(*host_batch(table, lengths, rows, None), device)
+        else:
+            chunk = device_batches[i]
+        loss = update(*chunk).loss.detach()
+        return loss.clone() if graphed else loss  # a graph writes its next loss into the same tensor
 
     t = time.perf_counter()
     for _ in range(args.warmup):

@@ -52,8 +52,9 @@ def build_cell(args, device: torch.device):
     ids = torch.randint(1000, config.vocab_size, (args.batch, args.seq_len), device=device)
     chunk = (ids, torch.ones_like(ids))
 
+    parts = (model, head, loss_fn, optimizer, params)
+
     def step(run: TrainingRun) -> None:
-        parts = (model, head, loss_fn, optimizer, params)
         sentence_update(
             run, train_step, parts, [chunk], autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM
         )

@@ -47,14 +47,14 @@ from contrastlab.cost.flops import (
 )
 from contrastlab.losses import build_loss
 from contrastlab.precision import CHOICES as PRECISIONS
-from contrastlab.training.capture import sentence_update
+from contrastlab.training.equivalence import training_step
 from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     device_name,
     resolve_precision,
 )
-from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
+from contrastlab.training.sentence import build_head
 
 DEMO = Path(__file__).resolve().parents[1] / "config" / "demo.yaml"
 DEV_SENTENCES = STSB_DEV_SENTENCES
@@ -177,11 +177,10 @@ def measure(arch, batch_sizes, args, device, precision):
         ids = torch.randint(1000, config.vocab_size, (size, length), device=device)
         return ids, torch.ones_like(ids)
 
+    update = training_step(run, model, head, loss_fn, optimizer, params, None, graph=False)  # trainer's eager
+
     def step(chunk):
-        parts = (model, head, loss_fn, optimizer, params)
-        sentence_update(
-            run, train_step, parts, [chunk], autocast=run.autocast, head_autocast=False, clip_norm=CLIP_NORM
-        )
+        update(*chunk)
 
     eval_n = min(args.eval_sentences or DEV_SENTENCES, DEV_SENTENCES)
     eval_chunk = batch_of(128, DEV_LENGTH)
