@@ -73,7 +73,8 @@ from contrastlab.models.text import attention_bias
 from contrastlab.precision import ieee_fp32, set_fp32_mode
 from contrastlab.training import capture, equivalence
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
-from contrastlab.training.sentence_step import build_head, to_device
+from contrastlab.training.sentence import build_head  # reads the paper records: a broken one stops here
+from contrastlab.training.sentence_step import to_device
 
 DEMO = Path(__file__).resolve().parents[1] / "config" / "demo.yaml"
 L = 32  # max_length of every sentence cell
