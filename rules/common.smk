@@ -220,14 +220,15 @@ def search_stage_file(experiment, backbone, method, stage):
     return RESULTS.search_stage(experiment, backbone, method, stage)
 
 
+@functools.cache
 def loss_source(loss):
-    """The loss's module file, relative to the working directory (contrastlab.workflow.sources): a moved
-    or copied checkout plans nothing again."""
-    return cl_sources.loss_source(loss, os.getcwd(), workflow.basedir)
+    """The code stamp of the loss's module (contrastlab.workflow.sources): a change of its code retrains
+    the cells that use it; a docstring, comment or layout edit, or a moved or copied checkout, nothing."""
+    return cl_sources.code_stamp(cl_sources.loss_source(loss, os.getcwd(), workflow.basedir), os.getcwd())
 
 
 def get_loss_source(wildcards):
-    """The loss's module file: editing a loss retrains the cells that use it."""
+    """The code stamp of the loss's module: a change of a loss's code retrains the cells that use it."""
     return loss_source(get_train_settings(wildcards)["loss"])
 
 

@@ -140,7 +140,7 @@ for _figure, _spec in figure_catalog.CELL_FIGURES.items():
 
 
 # Li et al.'s gradient paradigm of each loss from the user's code (GD, W, R by autograd; no training):
-# the loss's file is an input, so editing it redraws the figure.
+# the loss's code is an input (its stamp), so a change of that code redraws the figure.
 rule figure_paradigm:
     input:
         loss_source=lambda wildcards: loss_source(USER_LOSS_METHODS[wildcards.method][0]),

@@ -1,10 +1,11 @@
 """An upgrade reruns no finished cell: a train job reruns when its params or inputs change (the profiles'
-``rerun-triggers``); a cell's params are its resolved settings, and its loss's module is one of its inputs.
+``rerun-triggers``); a cell's params are its resolved settings, and its loss's code (the stamp of its
+module, contrastlab.workflow.sources) is one of its inputs.
 
-The digests below are each built-in loss module's bytes at 0.2.0 and every cell's settings of each preset
-as the workflow resolves them. A change that means to retrain cells updates a digest and says so in
-CHANGELOG.md (config/cpu.yaml's 30 steps, config/gpu-check.yaml's 125 steps and its fp16 cell's snapshots
-every 50 did).
+The digests below are each built-in loss module's bytes at 0.2.0 (what a record made before the code
+stamps holds), its code, and every cell's settings of each preset as the workflow resolves them. A change
+that means to retrain cells updates a digest and says so in CHANGELOG.md (config/cpu.yaml's 30 steps,
+config/gpu-check.yaml's 125 steps and its fp16 cell's snapshots every 50 did).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from contrastlab import config as cl_config
 from contrastlab.losses.catalog import LOSSES
 from contrastlab.losses.user import module_path
 from contrastlab.papers import paper_for, paper_of
+from contrastlab.workflow.sources import RECORDED_BEFORE_STAMPS, code_digest
 
-#: sha256[:16] of each built-in loss's module at 0.2.0 (29003947), its cells' train input (rules/train.smk's
-#: ``loss_source``): a pull that rewrites it retrains every cell of its losses, however little it changes.
+#: sha256[:16] of each built-in loss's module at 0.2.0 (29003947), its cells' train input until the code
+#: stamps (rules/common.smk's ``loss_source``): their records hold these bytes.
 LOSS_MODULES_AT_0_2_0 = {
     "li2024": "19dc4c156f4a2e1b",
     "macl": "0bf4c00d55994119",
@@ -60,7 +62,13 @@ def test_the_digest_sees_a_changed_setting(repo_root):
     assert changed[1] != SETTINGS_AT_19DFE09["config/demo.yaml"][1]  # an explicit value is a param
 
 
-def test_every_loss_module_is_the_one_finished_cells_trained_with(repo_root):
+def test_every_loss_modules_code_is_the_one_finished_cells_trained_with(repo_root):
+    """Each module's code is 0.2.0's (its docstrings, comments and layout may change), and the library's
+    record of 0.2.0's bytes, by which the upgrade keeps the cells trained before the code stamps, is the
+    one above."""
     modules = {repo_root / module_path(name) for name in LOSSES}
-    digests = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest()[:16] for path in modules}
-    assert digests == LOSS_MODULES_AT_0_2_0
+    codes = {path.stem: code_digest(path.read_text(encoding="utf-8"))[:32] for path in modules}
+    assert codes == {name: code for name, (_, code) in RECORDED_BEFORE_STAMPS.items()}
+    assert {
+        name: recorded[:16] for name, (recorded, _) in RECORDED_BEFORE_STAMPS.items()
+    } == LOSS_MODULES_AT_0_2_0

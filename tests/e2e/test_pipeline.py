@@ -367,13 +367,13 @@ def snakemake_in(checkout: Path, *args: str) -> str:
     return succeeded(subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600))
 
 
-def test_a_copy_retrains_nothing_even_from_old_records_and_an_edited_loss_module_its_cells(
+def test_a_copy_retrains_nothing_even_from_old_records_and_a_changed_loss_its_cells(
     repo_root, finished_demo, tmp_path
 ):
-    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing; records
-    naming them by absolute path (from before the upgrade) are migrated (contrastlab.workflow.sources) by
-    the first run, which retrains nothing; in the copy, an edit of nie2023.py (both cells' losses)
-    retrains both and nothing else, one of a module no cell uses nothing."""
+    """Loss code stamps are recorded relative to the checkout, so a copy elsewhere retrains nothing; records
+    from before the stamps, naming the module by absolute path, are migrated (contrastlab.workflow.sources)
+    by the first run, which retrains nothing; in the copy, a comment in nie2023.py (both cells' losses)
+    retrains nothing, a change of its code both and nothing else, one of a module no cell uses nothing."""
     workdir, config, _ = finished_demo
     # the checkout the demo ran in, copied as `cp -a` would (its .snakemake records included) with a src/
     # of its own, which its Snakemake imports
@@ -384,28 +384,36 @@ def test_a_copy_retrains_nothing_even_from_old_records_and_an_edited_loss_module
     configfile = write(config, workdir / "copied.yaml")
     nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     relative = "src/contrastlab/losses/nie2023.py"
-    old = str(checkout / relative)
+    stamp, old = f".snakemake/contrastlab/code/{relative}.code", str(checkout / relative)
+    shutil.rmtree(checkout / ".snakemake" / "contrastlab")  # as before the stamps: records of the module
     records = [p for p in (checkout / ".snakemake" / "metadata").rglob("*") if p.is_file()]
     rewritten = 0
     for record in records:
-        text = record.read_text()
-        if f'"{relative}"' in text:
-            record.write_text(text.replace(f'"{relative}"', json.dumps(old)))
+        data = json.loads(record.read_text())
+        if stamp in data.get("input", []):
+            data["input"] = sorted(old if p == stamp else p for p in data["input"])
+            data["input_checksums"].pop(stamp)
+            data["input_checksums"][old] = (
+                "sha256:" + hashlib.sha256((checkout / relative).read_bytes()).hexdigest()
+            )
+            record.write_text(json.dumps(data))
             rewritten += 1
     assert rewritten == 4  # the two training jobs, a record per output (model, train_log.jsonl)
     nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     assert not any(old in record.read_text() for record in records)
-    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
-    unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
-    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
     used = checkout / relative
-    used.write_text(used.read_text() + "# an edit both demo cells see\n")
+    used.write_text(used.read_text() + "# a comment both demo cells' module holds\n")
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
+    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
+    unused.write_text(unused.read_text() + "EDITED = 1  # code no demo cell runs\n")
+    nothing_to_do(snakemake_in(checkout, "-n", "--configfile", configfile))
+    used.write_text(used.read_text() + "EDITED = 1  # code both demo cells' losses hold\n")
     output = snakemake_in(checkout, "-n", "--configfile", configfile)
     counts = job_counts(output)
     assert counts["train"] == 2 and counts["encode"] == counts["evaluate"] == 2, counts
     assert "encode_pretrained" not in counts and "evaluate_pretrained" not in counts, counts
     assert "corpus" not in counts and "fetch_backbone" not in counts, counts
-    assert output.count(f"Updated input files: {relative}") == 2, output[-3000:]
+    assert output.count(f"Updated input files: {stamp}") == 2, output[-3000:]
 
 
 # --- Snakemake's own report of the demo above: tables, figures and report.html under their papers ------

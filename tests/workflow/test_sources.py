@@ -1,15 +1,22 @@
-"""contrastlab.workflow.sources: the loss modules a rule names as inputs are spelled relative to the working
-directory, so a moved checkout plans nothing again; records of the old absolute spelling are migrated."""
+"""contrastlab.workflow.sources: a rule names a loss's code stamp, rewritten only when the module's code
+changes, spelled relative to the working directory, so a moved checkout plans nothing again; records of
+the module itself, relative or absolute, are migrated to its stamp."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from contrastlab.paths import REPO_ROOT
 from contrastlab.workflow.sources import (
+    RECORDED_BEFORE_STAMPS,
+    code_digest,
+    code_stamp,
     loss_source,
     migrate_recorded_sources,
     missing_backbone_problem,
@@ -61,26 +68,87 @@ def record(folder: Path, name: str, inputs: list[str]) -> Path:
     return path
 
 
-def test_records_of_the_absolute_spelling_are_migrated_once(tmp_path):
+def stamp_of(module: str) -> str:
+    return f".snakemake/contrastlab/code/{module}.code"
+
+
+def checksum(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_code_digest_sees_code_not_docstrings_comments_or_layout():
+    code = '"""A loss."""\ndef loss(x, y):\n    """Its formula."""\n    return x + y  # why\n'
+    laid_out = "def loss(x,\n         y):\n    # a comment\n    return (x\n            + y)\n"
+    assert code_digest(code) == code_digest(laid_out) == code_digest(code.replace("A loss", "Eq. 3"))
+    assert code_digest(code) != code_digest(code.replace("x + y", "x - y"))
+    assert code_digest(code) != code_digest(code + "SCALE = 'a string that is code'\n")
+    assert code_digest("def loss():\n    pass\n") == code_digest('def loss():\n    """Only a docstring."""\n')
+
+
+def test_a_stamp_takes_its_modules_date_and_changes_only_with_its_code(tmp_path):
+    root = checkout(tmp_path)
+    module = root / "src" / "contrastlab" / "losses" / "nie2023.py"
+    module.write_text("def loss(x):\n    return x\n")
+    os.utime(module, (1_000_000_000, 1_000_000_000))
+    relative = "src/contrastlab/losses/nie2023.py"
+    stamp = root / stamp_of(relative)
+    assert code_stamp(relative, root) == stamp_of(relative)
+    assert stamp.read_text() == code_digest(module.read_text()) and stamp.stat().st_mtime == 1_000_000_000
+    module.write_text('"""Documented."""\n\n\ndef loss(x):  # unchanged code\n    return x\n')
+    assert code_stamp(relative, root) == stamp_of(relative) and stamp.stat().st_mtime == 1_000_000_000
+    module.write_text("def loss(x):\n    return 2 * x\n")
+    assert code_stamp(relative, root) == stamp_of(relative) and stamp.stat().st_mtime > 1_000_000_000
+    assert stamp.read_text() == code_digest(module.read_text())
+    module.write_text("def loss(x):\n    return (\n")  # the loss's own check names the error
+    assert code_stamp(relative, root) == relative
+    assert code_stamp("gone.py", root) == "gone.py"  # Snakemake names it missing
+
+
+def test_records_of_the_module_are_migrated_to_its_stamp_once(tmp_path):
+    """A record naming the module (relative, or absolute in this or an older checkout) names its stamp
+    after the migration, with the stamp's checksum where the module's bytes are the recorded ones."""
     root = checkout(tmp_path)
     metadata = root / ".snakemake" / "metadata"
-    module = str(root / "src" / "contrastlab" / "losses" / "nie2023.py")
+    relative = "src/contrastlab/losses/nie2023.py"
+    module = root / relative
     marker = str(tmp_path / "results" / "state" / "data" / "corpus.ready.json")
-    train = record(metadata, "train", [marker, module])
+    train = record(metadata, "train", [marker, str(module)])
     moved = record(metadata, "moved", ["/gone/checkout/src/contrastlab/losses/nie2023.py"])  # an older place
+    before_stamps = record(metadata, "before", [relative])
     kept = record(metadata, "kept", [marker])
+    for path in (train, before_stamps):  # these two recorded the module's bytes as they are
+        data = json.loads(path.read_text())
+        data["input_checksums"] = {**data["input_checksums"], data["input"][-1]: checksum(module)}
+        path.write_text(json.dumps(data))
     before = kept.read_bytes()
-    assert migrate_recorded_sources(metadata, root, root, root) == 2
+    assert migrate_recorded_sources(metadata, root, root, root) == 3
     migrated = json.loads(train.read_text())
-    assert migrated["input"] == sorted([marker, "src/contrastlab/losses/nie2023.py"])
-    assert set(migrated["input_checksums"]) == set(migrated["input"])
-    assert json.loads(moved.read_text())["input"] == ["src/contrastlab/losses/nie2023.py"]
+    stamp = checksum(root / stamp_of(relative))
+    assert migrated["input"] == sorted([marker, stamp_of(relative)])
+    assert migrated["input_checksums"] == {marker: "sha256:0", stamp_of(relative): stamp}
+    assert json.loads(before_stamps.read_text())["input_checksums"] == {stamp_of(relative): stamp}
+    assert json.loads(moved.read_text())["input_checksums"] == {stamp_of(relative): "sha256:0"}  # other bytes
     assert kept.read_bytes() == before  # no loss module: untouched
     assert migrate_recorded_sources(metadata, root, root, root) == 0  # again: nothing
     (metadata / "cut").write_text('{"input": ["/x.py"')  # an unreadable record is left alone
     assert migrate_recorded_sources(metadata, root, root, root) == 0
     assert (metadata / "cut").read_text() == '{"input": ["/x.py"'
     assert migrate_recorded_sources(root / "no-metadata", root, root, root) == 0  # no folder: left alone
+
+
+@pytest.mark.parametrize("edit, same", [("# a comment since 0.2.0\n", True), ("EDITED = 1\n", False)])
+def test_a_record_of_0_2_0s_bytes_is_of_todays_code_while_its_code_is_the_same(tmp_path, edit, same):
+    """0.2.0's records hold its modules' bytes: a module edited since in its comments alone keeps them,
+    one whose code changed is left to the dates."""
+    root = checkout(tmp_path)
+    relative = "src/contrastlab/losses/nie2023.py"
+    (root / relative).write_text((REPO_ROOT / relative).read_text() + edit)
+    shipped = "sha256:" + RECORDED_BEFORE_STAMPS["nie2023"][0] + "0" * 32
+    path = record(root / ".snakemake" / "metadata", "train", [relative])
+    path.write_text(json.dumps({**json.loads(path.read_text()), "input_checksums": {relative: shipped}}))
+    assert migrate_recorded_sources(root / ".snakemake" / "metadata", root, root, root) == 1
+    carried = json.loads(path.read_text())["input_checksums"][stamp_of(relative)]
+    assert carried == (checksum(root / stamp_of(relative)) if same else shipped)
 
 
 def keyed(folder: Path, output: str, inputs: list[str], nested: bool = False) -> Path:
@@ -120,9 +188,9 @@ def test_a_config_param_carries_settings_not_locations():
 
 
 def test_each_recorded_input_takes_exactly_its_own_spelling(tmp_path):
-    """The migration spells each kind of input by value: a user's loss under the working directory relative,
-    one outside absolute, a backbone-like folder outside ``models`` and a missing file as recorded; the
-    inputs sorted, each checksum under its input's new name."""
+    """The migration spells each kind of input by value: a user's loss under the working directory by its
+    stamp at its relative path, one outside at its absolute path, a backbone-like folder outside ``models``
+    and a missing file as recorded; the inputs sorted, each checksum under its input's new name."""
     root = checkout(tmp_path)
     metadata = root / ".snakemake" / "metadata"
     outside = tmp_path / "theirs.py"
@@ -135,10 +203,11 @@ def test_each_recorded_input_takes_exactly_its_own_spelling(tmp_path):
     backbones = {"tiny-bert": str(tmp_path / "scratch" / "models" / "tiny-bert")}
     assert migrate_recorded_sources(metadata, root, root, root, results=results, backbones=backbones) == 1
     migrated = json.loads(path.read_text())
-    assert migrated["input"] == sorted(["mine.py", str(outside), look_alike, gone])
+    outside_stamp = f".snakemake/contrastlab/code/@{outside}.code"
+    assert migrated["input"] == sorted([stamp_of("mine.py"), outside_stamp, look_alike, gone])
     assert migrated["input_checksums"] == {
-        "mine.py": "sha256:0",
-        str(outside): "sha256:1",
+        stamp_of("mine.py"): "sha256:0",
+        outside_stamp: "sha256:1",
         look_alike: "sha256:2",
         gone: "sha256:3",
     }

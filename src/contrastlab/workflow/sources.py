@@ -1,15 +1,20 @@
-"""The source files a rule names as inputs (the loss modules: editing one retrains the cells that use it),
-spelled so that a moved or copied checkout plans nothing again.
+"""The loss code a rule names as input: a change of a loss's code retrains the cells that use it, while an
+edit of its docstrings, comments or layout, a pull that rewrites its file, or a moved or copied checkout
+retrains nothing.
 
-Snakemake reruns a job whose recorded input paths differ from the ones it would use now, so a file inside
-the working directory is named relative to it and one outside it (a user's loss in their own folder)
-keeps its absolute path; the file's content still decides, through Snakemake's ``mtime`` trigger.
-:func:`migrate_recorded_sources` rewrites the records of jobs that finished before this spelling, and a
+A rule names the loss module's code stamp (:func:`code_stamp`), a file under ``.snakemake`` that holds the
+digest of the module's code and is rewritten only when that changes: Snakemake's ``mtime`` trigger and its
+recorded checksum then see the code, not the file. A module inside the working directory is named relative
+to it and one outside it (a user's loss in their own folder) by its absolute path, since Snakemake reruns
+a job whose recorded input paths differ from today's. :func:`migrate_recorded_sources` rewrites the
+records of jobs that finished before this spelling (the module itself, or its absolute path), and a
 backbone's folder when ``resources_dir`` has moved, so that the upgrade itself retrains nothing.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import os
 import re
@@ -21,7 +26,10 @@ from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT, write_text
 
 __all__ = [
+    "CODE_STAMPS",
     "LOCATION_KEYS",
+    "code_digest",
+    "code_stamp",
     "loss_source",
     "missing_backbone_problem",
     "migrate_recorded_sources",
@@ -33,6 +41,20 @@ __all__ = [
 #: The config's keys that say where things lie (and the data's, what they are: their identity is the data
 #: rules' param), not what a result is: left out of a param that carries the config.
 LOCATION_KEYS = ("data", "artifacts_lock", "resources_dir", "results_dir")
+
+#: Where the code stamps lie, under the working directory (beside Snakemake's own records).
+CODE_STAMPS = os.path.join(".snakemake", "contrastlab", "code")
+
+#: Each built-in loss module as 0.2.0 shipped it, the last bytes recorded before the code stamps: (sha256
+#: of its bytes, :func:`code_digest` of its code), 32 hex digits of each. A record of those bytes is of
+#: today's code while the code digest is the same, so a later edit of a docstring retrains nothing.
+RECORDED_BEFORE_STAMPS = {
+    "li2024": ("19dc4c156f4a2e1b22d1f57918aa44a8", "48ecbd57b4f02fb635cf1b291057de28"),
+    "macl": ("0bf4c00d5599411984766a77216ad9fa", "352126122436ab31af3265a049b6b79a"),
+    "nie2023": ("3f79900b613d959ce1e4d0a40c80bb7f", "2f0d80e13c86cb07594dbdf41dc7b4c4"),
+    "oar": ("ed158811589b39cae6fe6465f2473938", "7767502526f31813fc1eabea105ac4d7"),
+    "vision": ("656b4f18bd3dbf1aeafa25af1d2e30d3", "fdcfd2b387b6fbfd558ce51f61e3d119"),
+}
 
 #: A built-in loss module in a recorded absolute path: its place inside a checkout, wherever that was.
 _BUILTIN_LOSS = re.compile(r"/(src/contrastlab/losses/[A-Za-z0-9_]+\.py)$")
@@ -66,6 +88,57 @@ def loss_source(name: str, workdir: str | os.PathLike, basedir: str | os.PathLik
     return source_path(Path(root) / module_path(name), workdir, basedir, root)
 
 
+def code_digest(source: str) -> str:
+    """sha256 of a module's code: its syntax tree without docstrings (comments and layout are not in it),
+    written field by field with empty fields left out, so that a Python whose ``ast`` adds a field (3.12's
+    ``type_params``) digests the same code alike."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            if ast.get_docstring(node, clean=False) is not None:
+                node.body = node.body[1:] or [ast.Pass()]
+
+    def plain(value):
+        if isinstance(value, ast.AST):
+            fields = {name: getattr(value, name, None) for name in value._fields}
+            return [
+                type(value).__name__,
+                {k: plain(v) for k, v in fields.items() if v is not None and v != []},
+            ]
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return repr(value)
+
+    return hashlib.sha256(json.dumps(plain(tree), sort_keys=True).encode()).hexdigest()
+
+
+def _stamp_path(source: str) -> str:
+    """Where :func:`code_stamp` keeps the digest of module ``source``: its own path under
+    :data:`CODE_STAMPS` (an absolute one under ``@``), ending ``.code``."""
+    return os.path.join(CODE_STAMPS, "@" + source if os.path.isabs(source) else source) + ".code"
+
+
+def code_stamp(source: str, workdir: str | os.PathLike) -> str:
+    """The code stamp of loss module ``source`` (as :func:`source_path` spells it for ``workdir``), made
+    current: it holds :func:`code_digest` and is written only when that differs, so its date is the code's
+    last change. A new stamp takes the module's own date, so the first run after the upgrade decides as
+    the module's date did. A module that cannot be read or parsed is named itself (Snakemake says it is
+    missing; the loss's own check names its error)."""
+    module, stamp = Path(workdir, source), Path(workdir, _stamp_path(source))
+    try:
+        digest = code_digest(module.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return source
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == digest:
+        return _stamp_path(source)
+    new = not stamp.is_file()
+    write_text(stamp, digest)
+    if new:
+        dated = module.stat()
+        os.utime(stamp, ns=(dated.st_atime_ns, dated.st_mtime_ns))
+    return _stamp_path(source)
+
+
 def without_locations(config: Mapping) -> dict:
     """``config`` as a rule's param (a figure drawn from the whole config): every setting, no location, so
     that a moved resources or results folder redraws nothing while a changed setting redraws."""
@@ -80,21 +153,45 @@ def with_locations(settings: Mapping, config: Mapping) -> dict:
 
 def _migrated(recorded: str, workdir: str, basedir: str, root, backbones: Mapping[str, str]) -> str:
     """Today's spelling of a recorded input: a backbone's folder (``<resources>/models/<alias>``) is
-    ``backbones[alias]``; an absolute ``.py`` input (a loss module, the only Python files rules name as
-    inputs) is :func:`source_path`'s: a built-in loss module of any checkout (one copied from, or moved
-    since) is this checkout's at the same place, a user's file is the same file. Anything else is left as
-    recorded."""
+    ``backbones[alias]``; a ``.py`` input (a loss module, the only Python files rules named as inputs) is
+    :func:`source_path`'s: a built-in loss module of any checkout (one copied from, or moved since) is this
+    checkout's at the same place, a user's file is the same file. Anything else is left as recorded."""
     parent, alias = os.path.split(recorded)
     if alias in backbones and os.path.basename(parent) == "models":
         return backbones[alias]
-    if not os.path.isabs(recorded) or not recorded.endswith(".py"):
+    if not recorded.endswith(".py"):
         return recorded
     builtin = _BUILTIN_LOSS.search(recorded)
     if builtin and (Path(root) / builtin.group(1)).is_file():  # this checkout's, wherever the old one is
         return source_path(Path(root) / builtin.group(1), workdir, basedir, root)
-    if os.path.exists(recorded):
-        return source_path(recorded, workdir, basedir, root)
+    if os.path.exists(os.path.join(workdir, recorded)):
+        return source_path(os.path.join(workdir, recorded), workdir, basedir, root)
     return recorded
+
+
+def _checksum(path: Path) -> str:
+    """A file's checksum as Snakemake records it."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _same_code(checksum, module: Path) -> bool:
+    """Whether a module recorded with ``checksum`` (its bytes) had today's code: its bytes are today's,
+    or a built-in module's as 0.2.0 shipped it (:data:`RECORDED_BEFORE_STAMPS`) with today's code."""
+    if checksum == _checksum(module):
+        return True
+    builtin = _BUILTIN_LOSS.search(module.as_posix())  # module: absolute
+    shipped = RECORDED_BEFORE_STAMPS.get(Path(builtin.group(1)).stem) if builtin else None
+    if shipped is None or not str(checksum).startswith("sha256:" + shipped[0]):
+        return False
+    return code_digest(module.read_text(encoding="utf-8")).startswith(shipped[1])
+
+
+def _carried(checksum, module: str, renamed: str, workdir: str):
+    """A recorded input's checksum under its new name: a loss module's recorded with today's code
+    (:func:`_same_code`) becomes its code stamp's; any other is kept, so dates decide."""
+    if module == renamed or not module.endswith(".py") or not _same_code(checksum, Path(workdir, module)):
+        return checksum
+    return _checksum(Path(workdir, renamed))
 
 
 def _recorded_output(record: Path, folder: Path) -> str | None:
@@ -118,11 +215,13 @@ def migrate_recorded_sources(
     backbones: Mapping[str, str] | None = None,
 ) -> int:
     """Rewrite the places recorded in Snakemake's job records (``.snakemake/metadata``) that name the same
-    thing as today's: absolute loss-module inputs into :func:`source_path`'s spelling, and, for outputs under
-    ``results``, a backbone's folder in another resources folder into this run's ``backbones[alias]``.
-    Returns how many records changed; running it again changes nothing, and a record it cannot read is left
-    alone. Without it the ``input`` trigger retrains every finished cell after the upgrade and whenever the
-    resources folder moves; an edited loss module or a refetched backbone is still seen by ``mtime``."""
+    thing as today's: a loss-module input (relative, or absolute in any checkout) into its code stamp
+    (:func:`code_stamp`), with the stamp's checksum where the module's bytes are still the recorded ones,
+    and, for outputs under ``results``, a backbone's folder in another resources folder into this run's
+    ``backbones[alias]``. Returns how many records changed; running it again changes nothing, and a record
+    it cannot read is left alone. Without it the ``input`` trigger retrains every finished cell after the
+    upgrade and whenever the resources folder moves; a module edited since, or a refetched backbone, is
+    still seen by ``mtime`` (a new stamp takes its module's date)."""
     folder = Path(metadata_dir)
     if not folder.is_dir():
         return 0
@@ -142,13 +241,17 @@ def migrate_recorded_sources(
             continue
         output = _recorded_output(record, folder)
         ours = results is not None and output is not None and _under(os.path.abspath(output), results)
-        renamed = {p: _migrated(p, workdir, basedir, root, backbones if ours else {}) for p in inputs}
+        spelled = {p: _migrated(p, workdir, basedir, root, backbones if ours else {}) for p in inputs}
+        renamed = {p: code_stamp(s, workdir) if s.endswith(".py") else s for p, s in spelled.items()}
         if all(old == new for old, new in renamed.items()):
             continue
         data["input"] = sorted(renamed[p] for p in inputs)  # Snakemake records (and compares) them sorted
         checksums = data.get("input_checksums")
         if isinstance(checksums, dict):
-            data["input_checksums"] = {renamed.get(p, p): value for p, value in checksums.items()}
+            data["input_checksums"] = {
+                renamed.get(p, p): _carried(value, spelled.get(p, p), renamed.get(p, p), workdir)
+                for p, value in checksums.items()
+            }
         write_text(record, json.dumps(data))
         changed += 1
     return changed
