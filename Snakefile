@@ -84,7 +84,7 @@ if workflow.is_main_process:
     if problem := cl_sources.missing_backbone_problem(sentence_cells, backbone_dirs, targets):
         sys.exit(f"contrastlab: {problem}")
     # Where a finished job's inputs lie decides no rerun (a moved checkout or resources folder): the records
-    # of jobs that named a loss module by absolute path, or a backbone in another resources folder, take
+    # of jobs that named a loss module (not its code stamp) or a backbone in another resources folder take
     # today's spelling before Snakemake compares them (contrastlab.workflow.sources).
     cl_sources.migrate_recorded_sources(
         os.path.join(".snakemake", "metadata"),

@@ -121,8 +121,11 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     report = (results / "report.md").read_text()
     assert "### compare_nie2023" in report and "figures/paradigm/margin_nce.png" in report
 
-    # a change to the loss's file reruns exactly its cells, its figure and the tables
+    # a comment in the loss's file reruns nothing; a change to its code exactly its cells, its figure and
+    # the tables
     module.write_text(module.read_text() + "\n# tuned\n")
+    assert "Nothing to be done" in run_snakemake(repo_root, "-n", "--configfile", path)
+    module.write_text(module.read_text() + "\nTUNED = 1\n")
     listing = run_snakemake(repo_root, "-n", "--configfile", path)
     counts = job_counts(listing)
     assert counts == {
@@ -144,17 +147,19 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     assert methods == {"margin_nce", "margin_nce-bs64"}, methods
 
 
-def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
-    """Dry run: the user's file is an input of the training jobs of its cells (and of its paradigm
-    figure), of no other job; so a change to it reruns exactly those (the end-to-end test runs it)."""
+def test_the_loss_files_code_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
+    """Dry run: the stamp of the user's file's code is an input of the training jobs of its cells (and of
+    its paradigm figure), of no other job; so a change to its code reruns exactly those (the end-to-end
+    test runs it)."""
     module = tmp_path / "margin_infonce.py"
     shutil.copy(EXAMPLE, module)
     config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
+    stamp = f".snakemake/contrastlab/code/@{module}.code"
     using = [
         (job["rule"], job["wildcards"].get("method", ""))
         for job in dry_run_jobs(output)
-        if any(str(module) in path for path in job["input"])
+        if stamp in job["input"]
     ]
     assert sorted(using) == [
         ("figure_paradigm", "margin_nce"),

@@ -83,6 +83,10 @@ def test_the_code_digest_sees_code_not_docstrings_comments_or_layout():
     assert code_digest(code) != code_digest(code.replace("x + y", "x - y"))
     assert code_digest(code) != code_digest(code + "SCALE = 'a string that is code'\n")
     assert code_digest("def loss():\n    pass\n") == code_digest('def loss():\n    """Only a docstring."""\n')
+    assert code_digest(b"\xef\xbb\xbf" + code.encode()) == code_digest(code)  # a BOM: the same code
+    # the digest Pythons 3.10 to 3.13 give (3.12's parser adds an empty text part to this f-string)
+    nested = 'def f(x, w):\n    match x:\n        case 1:\n            return f"{x:>{w}}"\n'
+    assert code_digest(nested)[:16] == "b80a098ecd87c034"
 
 
 def test_a_stamp_takes_its_modules_date_and_changes_only_with_its_code(tmp_path):
@@ -102,6 +106,22 @@ def test_a_stamp_takes_its_modules_date_and_changes_only_with_its_code(tmp_path)
     module.write_text("def loss(x):\n    return (\n")  # the loss's own check names the error
     assert code_stamp(relative, root) == relative
     assert code_stamp("gone.py", root) == "gone.py"  # Snakemake names it missing
+
+
+def test_a_stamp_of_a_module_outside_the_working_directory_moves_with_its_checkout(tmp_path):
+    """A run whose working directory is outside the checkout stamps a built-in module at its absolute
+    path: after the checkout moved, the record names the stamp at the new place, its checksum kept (the
+    stamp's, which the same code gives again)."""
+    library, workdir = checkout(tmp_path), tmp_path / "work"
+    workdir.mkdir()
+    old = ".snakemake/contrastlab/code/@/gone/checkout/src/contrastlab/losses/nie2023.py.code"
+    path = record(workdir / ".snakemake" / "metadata", "train", [old])
+    assert migrate_recorded_sources(workdir / ".snakemake" / "metadata", workdir, workdir, library) == 1
+    new = f".snakemake/contrastlab/code/@{library}/src/contrastlab/losses/nie2023.py.code"
+    assert json.loads(path.read_text())["input_checksums"] == {new: "sha256:0"}
+    assert (workdir / new).read_text() == code_digest(
+        (library / "src/contrastlab/losses/nie2023.py").read_text()
+    )
 
 
 def test_records_of_the_module_are_migrated_to_its_stamp_once(tmp_path):

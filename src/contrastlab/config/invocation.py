@@ -263,7 +263,7 @@ def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     ``argv`` (default: this process's): :func:`configfile_problem`, :func:`config_entry_problem`,
     :func:`profile_group_problem`. Where the library imported here is another checkout's
     (:func:`library_of_another_checkout`), every ``contrastlab`` module leaves ``sys.modules``: the
-    Snakefile imports its own ``src/``, whose loss modules are the rules' inputs."""
+    Snakefile imports its own ``src/``, whose loss modules' code is the rules' input."""
     argv = sys.argv[1:] if argv is None else argv
     problem = configfile_problem(argv) or config_entry_problem(argv) or profile_group_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):

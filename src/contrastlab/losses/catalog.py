@@ -1,6 +1,6 @@
 """Names, module files and default hyperparameters of every loss, sentence and vision (imports no torch).
 
-The workflow reads this module to declare a loss's source file as a rule input and to fill in
+The workflow reads this module to declare a loss's code (its file's) as a rule input and to fill in
 hyperparameters a config leaves out. Defaults are the papers' values (BERT-base for the sentence losses):
 
 - Nie et al. 2023, Table 2 (BERT-base column): infonce τ 0.05; align_uniform α 2, t 6, λ 0.1;

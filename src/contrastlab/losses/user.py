@@ -96,7 +96,7 @@ class UserLoss:
     name: str  # as written in the config
     module: str  # dotted module name, or the file path for the file form
     attribute: str
-    path: Path  # the source file (a rule input: editing it retrains the cells that use it)
+    path: Path  # the source file (its code's stamp a rule input: a change retrains the cells that use it)
     fn: Callable = field(repr=False, compare=False)
     inputs: str = "normalized"
     symmetric: bool = False

@@ -22,6 +22,7 @@ from base64 import urlsafe_b64decode
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from contrastlab.artifacts import sha256_file
 from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT, write_text
 
@@ -47,7 +48,8 @@ CODE_STAMPS = os.path.join(".snakemake", "contrastlab", "code")
 
 #: Each built-in loss module as 0.2.0 shipped it, the last bytes recorded before the code stamps: (sha256
 #: of its bytes, :func:`code_digest` of its code), 32 hex digits of each. A record of those bytes is of
-#: today's code while the code digest is the same, so a later edit of a docstring retrains nothing.
+#: today's code while the code digest is the same, so a later edit of a docstring retrains nothing. Never
+#: updated: a change of a module's code makes its 0.2.0 records retrain.
 RECORDED_BEFORE_STAMPS = {
     "li2024": ("19dc4c156f4a2e1b22d1f57918aa44a8", "48ecbd57b4f02fb635cf1b291057de28"),
     "macl": ("0bf4c00d5599411984766a77216ad9fa", "352126122436ab31af3265a049b6b79a"),
@@ -88,15 +90,18 @@ def loss_source(name: str, workdir: str | os.PathLike, basedir: str | os.PathLik
     return source_path(Path(root) / module_path(name), workdir, basedir, root)
 
 
-def code_digest(source: str) -> str:
-    """sha256 of a module's code: its syntax tree without docstrings (comments and layout are not in it),
-    written field by field with empty fields left out, so that a Python whose ``ast`` adds a field (3.12's
-    ``type_params``) digests the same code alike."""
+def code_digest(source: str | bytes) -> str:
+    """sha256 of a module's code (its text, or its bytes with their BOM or coding cookie): its syntax tree
+    without docstrings (comments and layout are not in it), written field by field with empty fields left
+    out, so that a Python whose ``ast`` adds a field (3.12's ``type_params``) digests the same code alike;
+    an f-string's empty text parts, which 3.12 adds after a nested format spec, are left out too."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             if ast.get_docstring(node, clean=False) is not None:
                 node.body = node.body[1:] or [ast.Pass()]
+        if isinstance(node, ast.JoinedStr):
+            node.values = [v for v in node.values if not (isinstance(v, ast.Constant) and v.value == "")]
 
     def plain(value):
         if isinstance(value, ast.AST):
@@ -126,7 +131,7 @@ def code_stamp(source: str, workdir: str | os.PathLike) -> str:
     missing; the loss's own check names its error)."""
     module, stamp = Path(workdir, source), Path(workdir, _stamp_path(source))
     try:
-        digest = code_digest(module.read_text(encoding="utf-8"))
+        digest = code_digest(module.read_bytes())
     except (OSError, SyntaxError, ValueError):
         return source
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == digest:
@@ -153,12 +158,17 @@ def with_locations(settings: Mapping, config: Mapping) -> dict:
 
 def _migrated(recorded: str, workdir: str, basedir: str, root, backbones: Mapping[str, str]) -> str:
     """Today's spelling of a recorded input: a backbone's folder (``<resources>/models/<alias>``) is
-    ``backbones[alias]``; a ``.py`` input (a loss module, the only Python files rules named as inputs) is
-    :func:`source_path`'s: a built-in loss module of any checkout (one copied from, or moved since) is this
-    checkout's at the same place, a user's file is the same file. Anything else is left as recorded."""
+    ``backbones[alias]``; a ``.py`` input (a loss module, the only Python files rules named as inputs), or
+    the stamp of one outside the working directory, is the module as :func:`source_path` spells it: a
+    built-in loss module of any checkout (one copied from, or moved since) is this checkout's at the same
+    place, a user's file is the same file. Anything else is left as recorded."""
     parent, alias = os.path.split(recorded)
     if alias in backbones and os.path.basename(parent) == "models":
         return backbones[alias]
+    outside = os.path.join(CODE_STAMPS, "@")
+    if recorded.startswith(outside) and recorded.endswith(".py.code"):  # stamped; as its module, moved
+        module = _migrated(recorded[len(outside) : -len(".code")], workdir, basedir, root, backbones)
+        return module if os.path.isfile(os.path.join(workdir, module)) else recorded
     if not recorded.endswith(".py"):
         return recorded
     builtin = _BUILTIN_LOSS.search(recorded)
@@ -171,25 +181,26 @@ def _migrated(recorded: str, workdir: str, basedir: str, root, backbones: Mappin
 
 def _checksum(path: Path) -> str:
     """A file's checksum as Snakemake records it."""
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return "sha256:" + sha256_file(path)
 
 
 def _same_code(checksum, module: Path) -> bool:
     """Whether a module recorded with ``checksum`` (its bytes) had today's code: its bytes are today's,
     or a built-in module's as 0.2.0 shipped it (:data:`RECORDED_BEFORE_STAMPS`) with today's code."""
+    checksum = checksum if ":" in str(checksum) else f"sha256:{checksum}"  # an older Snakemake's: bare
     if checksum == _checksum(module):
         return True
     builtin = _BUILTIN_LOSS.search(module.as_posix())  # module: absolute
     shipped = RECORDED_BEFORE_STAMPS.get(Path(builtin.group(1)).stem) if builtin else None
     if shipped is None or not str(checksum).startswith("sha256:" + shipped[0]):
         return False
-    return code_digest(module.read_text(encoding="utf-8")).startswith(shipped[1])
+    return code_digest(module.read_bytes()).startswith(shipped[1])
 
 
 def _carried(checksum, module: str, renamed: str, workdir: str):
     """A recorded input's checksum under its new name: a loss module's recorded with today's code
     (:func:`_same_code`) becomes its code stamp's; any other is kept, so dates decide."""
-    if module == renamed or not module.endswith(".py") or not _same_code(checksum, Path(workdir, module)):
+    if module == renamed or not _same_code(checksum, Path(workdir, module)):
         return checksum
     return _checksum(Path(workdir, renamed))
 
@@ -216,8 +227,9 @@ def migrate_recorded_sources(
 ) -> int:
     """Rewrite the places recorded in Snakemake's job records (``.snakemake/metadata``) that name the same
     thing as today's: a loss-module input (relative, or absolute in any checkout) into its code stamp
-    (:func:`code_stamp`), with the stamp's checksum where the module's bytes are still the recorded ones,
-    and, for outputs under ``results``, a backbone's folder in another resources folder into this run's
+    (:func:`code_stamp`), with the stamp's checksum where the recorded module had today's code
+    (:func:`_same_code`); the stamp of a module of a checkout since moved into this one's; and, for outputs
+    under ``results``, a backbone's folder in another resources folder into this run's
     ``backbones[alias]``. Returns how many records changed; running it again changes nothing, and a record
     it cannot read is left alone. Without it the ``input`` trigger retrains every finished cell after the
     upgrade and whenever the resources folder moves; a module edited since, or a refetched backbone, is

@@ -1,6 +1,6 @@
 """Finished cells trained by other code than the checkout's: named on a dry run, never rerun for it.
 
-A cell reruns when its settings, inputs or loss module change (the profiles' rerun triggers), not when the
+A cell reruns when its settings, inputs or loss's code change (the profiles' rerun triggers), not when the
 trainer or the evaluator do. The first record of each cell's ``train_log.jsonl`` holds the commit it was
 trained at and whether the tree was dirty (:func:`contrastlab.provenance.run_metadata`), so a dry run
 names the cells trained at another commit or from a dirty tree (:func:`stale_note`); what to retrain
