@@ -221,10 +221,22 @@ def search_stage_file(experiment, backbone, method, stage):
 
 
 @functools.cache
+def code_stamp(module):
+    return cl_sources.code_stamp(module, os.getcwd())
+
+
 def loss_source(loss):
     """The code stamp of the loss's module (contrastlab.workflow.sources): a change of its code retrains
     the cells that use it; a docstring, comment or layout edit, or a moved or copied checkout, nothing."""
-    return cl_sources.code_stamp(cl_sources.loss_source(loss, os.getcwd(), workflow.basedir), os.getcwd())
+    return code_stamp(cl_sources.loss_source(loss, os.getcwd(), workflow.basedir))
+
+
+# Every configured loss's code stamp made current before the jobs are planned: Snakemake lists a folder's
+# files once, so a stamp an input function wrote after that would read as missing.
+if workflow.is_main_process:
+    for _methods in (experiment["methods"] for experiment in GRID.experiments.values()):
+        for _method in _methods.values():
+            loss_source(_method["loss"])
 
 
 def get_loss_source(wildcards):
