@@ -14,6 +14,7 @@ backbone's folder when ``resources_dir`` has moved, so that the upgrade itself r
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -240,6 +241,7 @@ def migrate_recorded_sources(
     workdir, basedir = os.path.abspath(workdir), os.path.abspath(basedir)
     results = os.path.abspath(results) if results is not None else None
     backbones = dict(backbones or {})
+    stamp = functools.cache(lambda module: code_stamp(module, workdir))  # a module read once, not per record
     changed = 0
     for record in folder.rglob("*"):
         try:
@@ -254,7 +256,7 @@ def migrate_recorded_sources(
         output = _recorded_output(record, folder)
         ours = results is not None and output is not None and _under(os.path.abspath(output), results)
         spelled = {p: _migrated(p, workdir, basedir, root, backbones if ours else {}) for p in inputs}
-        renamed = {p: code_stamp(s, workdir) if s.endswith(".py") else s for p, s in spelled.items()}
+        renamed = {p: stamp(s) if s.endswith(".py") else s for p, s in spelled.items()}
         if all(old == new for old, new in renamed.items()):
             continue
         data["input"] = sorted(renamed[p] for p in inputs)  # Snakemake records (and compares) them sorted
