@@ -36,6 +36,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import packing as cl_packing
 from contrastlab.cost import plan as cl_plan
 from contrastlab.tables import tables_for_config
+from contrastlab.training.synthetic_settings import SyntheticSettings
 from contrastlab.tables.search import search_tables
 from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
@@ -158,6 +159,13 @@ if workflow.is_main_process:
         GRID.data.check_lock()
     except cl_lock.LockMismatch as error:
         sys.exit(f"contrastlab: {' '.join(str(error).split())}")
+    # The OAR synthetic study's block as its job reads it (the fields that bound each other, its losses'
+    # names): a bad one is refused now, not when that job starts.
+    if GRID.options.oar_synthetic is not None:
+        try:
+            SyntheticSettings.from_dict(GRID.options.oar_synthetic)
+        except ValueError as error:
+            sys.exit(f"contrastlab: config key oar_synthetic: {error}")
     # A dry run names the finished cells that other code trained (another commit, a dirty tree): no rerun
     # trigger sees a change of the package, so "Nothing to be done" would otherwise hide them.
     if dry_run(sys.argv[1:]):

@@ -220,6 +220,29 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
     assert line == f"contrastlab: config file {missing} does not exist; {FIX}"
 
 
+#: An ``oar_synthetic`` block whose fields the schema passes one by one but its job refuses together.
+BAD_STUDIES = {
+    "{batch_size: 700}": "batch_size must be <= 600 (all points), got 700",
+    "{points_per_cluster: 20, batch_size: 64}": "batch_size must be <= 60 (all points), got 64",
+    "{sweep: [{seeds: 3}]}": "sweep overrides fields of the study's setup, not ['seeds']",
+    "{sweep: [{lr: 0.1}], sweep_loss: dcl}": "sweep_loss 'dcl' is not in losses (ntxent, dcl_vision, ",
+    "{losses: {ntxnet: {tau: 1}}}": "unknown loss 'ntxnet' in losses; valid names: infonce, ",
+}
+
+
+@pytest.mark.fault(
+    "an oar_synthetic block whose fields each pass but not together (a batch above all points, a sweep "
+    "of the setup's keys, a sweep_loss not trained, a misspelt loss)",
+    "one contrastlab: line naming the key and the bound, before any job (the study's job refused it)",
+)
+@pytest.mark.parametrize("block", BAD_STUDIES)
+def test_an_oar_synthetic_block_its_job_would_refuse_is_refused_before_any_job(block, observed):
+    argv = ("-n", "--configfile", "config/demo.yaml", "--config", f"oar_synthetic={block}", "--cores", "1")
+    line = _refused("profiles/default", *argv)
+    observed(line)
+    assert line.startswith(f"contrastlab: config key oar_synthetic: {BAD_STUDIES[block]}"), line
+
+
 def test_docs_reproduction_quotes_the_one_line_a_missing_config_file_gets():
     """docs/reproduction.md once said Snakemake answers it with a traceback no check of ours could precede."""
     text = " ".join((REPO_ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8").split())
