@@ -151,6 +151,13 @@ def data_marker_identity(what):
 # Check the user's copies before any job starts: a wrong path must not reach (and fail) a data job,
 # whose failure would delete the data marker and retrain every cell on the next run.
 if workflow.is_main_process:
+    # The OAR synthetic study's fields that bound each other, as its job reads them (each field and its
+    # losses the config load checked): a bad block is refused now, not when that job starts.
+    if GRID.options.oar_synthetic is not None:
+        try:
+            SyntheticSettings.from_dict(GRID.options.oar_synthetic)
+        except ValueError as error:
+            sys.exit(f"contrastlab: config key oar_synthetic: {error}")
     for what in ("senteval", "corpus"):
         data_marker_identity(what)
     # A revision asked for that the artifacts lock does not pin stops here, before a fetch job would
@@ -159,13 +166,6 @@ if workflow.is_main_process:
         GRID.data.check_lock()
     except cl_lock.LockMismatch as error:
         sys.exit(f"contrastlab: {' '.join(str(error).split())}")
-    # The OAR synthetic study's block as its job reads it (the fields that bound each other, its losses'
-    # names): a bad one is refused now, not when that job starts.
-    if GRID.options.oar_synthetic is not None:
-        try:
-            SyntheticSettings.from_dict(GRID.options.oar_synthetic)
-        except ValueError as error:
-            sys.exit(f"contrastlab: config key oar_synthetic: {error}")
     # A dry run names the finished cells that other code trained (another commit, a dirty tree): no rerun
     # trigger sees a change of the package, so "Nothing to be done" would otherwise hide them.
     if dry_run(sys.argv[1:]):

@@ -226,13 +226,13 @@ BAD_STUDIES = {
     "{points_per_cluster: 20, batch_size: 64}": "batch_size must be <= 60 (all points), got 64",
     "{sweep: [{seeds: 3}]}": "sweep overrides fields of the study's setup, not ['seeds']",
     "{sweep: [{lr: 0.1}], sweep_loss: dcl}": "sweep_loss 'dcl' is not in losses (ntxent, dcl_vision, ",
-    "{losses: {ntxnet: {tau: 1}}}": "unknown loss 'ntxnet' in losses; valid names: infonce, ",
+    "{sweep: [{batch_size: 700}]}": "sweep entry {'batch_size': 700}: batch_size must be <= 600 (all points)",
 }
 
 
 @pytest.mark.fault(
     "an oar_synthetic block whose fields each pass but not together (a batch above all points, a sweep "
-    "of the setup's keys, a sweep_loss not trained, a misspelt loss)",
+    "of the setup's keys or out of bounds, a sweep_loss not trained)",
     "one contrastlab: line naming the key and the bound, before any job (the study's job refused it)",
 )
 @pytest.mark.parametrize("block", BAD_STUDIES)

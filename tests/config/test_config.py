@@ -120,6 +120,14 @@ BAD = [
     ({"oar_synthetic": {"optimizer": "sgdm"}}, "config key oar_synthetic.optimizer: 'sgdm' is not one of"),
     # an empty list is no seeds, not the global ones (null is)
     ({"experiments": {"macl": {"seeds": []}}}, "config key experiments.macl.seeds: [] should be non-empty;"),
+    # the OAR study's losses as a method's: a name that is no loss, a constant it does not take or out of
+    # its bounds
+    ({"oar_synthetic": {"losses": {"ntxnet": {}}}}, "config key oar_synthetic.losses.ntxnet: unknown loss"),
+    (
+        {"oar_synthetic": {"losses": {"ntxent": {"taux": 1}}}},
+        "config key oar_synthetic.losses.ntxent: loss 'ntxent' has no hyperparameter 'taux'; it takes tau",
+    ),
+    ({"oar_synthetic": {"losses": {"ntxent": {"tau": 0}}}}, "config key oar_synthetic.losses.ntxent.tau: "),
 ]
 
 

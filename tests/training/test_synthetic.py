@@ -208,6 +208,10 @@ def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
         dataclasses.replace(SMALL, sweep=({"seeds": 3},))
     with pytest.raises(ValueError, match="seeds must be >= 1"):
         dataclasses.replace(SMALL, seeds=0)
+    # a sweep entry's reading: these settings with it, checked as a block (a whole float is that integer)
+    assert SMALL.reading({"epochs": 2.0}, 3) == dataclasses.replace(SMALL, epochs=2, seed=3, sweep=[])
+    with pytest.raises(ValueError, match=r"sweep entry \{'batch_size': 700\}: batch_size must be <= 120"):
+        dataclasses.replace(SMALL, sweep=({"batch_size": 700},))
     # the schema names every field (the config load refuses any other key of oar_synthetic) and no other
     names = set(load_schema()["$defs"]["oar_synthetic"]["properties"])
     assert names == {f.name for f in dataclasses.fields(SyntheticSettings)}

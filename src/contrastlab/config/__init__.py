@@ -23,6 +23,7 @@ from contrastlab.config.checks import (
     check_folders,
     check_logging,
     check_mteb,
+    check_oar_synthetic,
     check_references,
     check_searches,
     check_select,
@@ -150,6 +151,7 @@ def validate(config: Mapping[str, Any]) -> dict:
         config[key] = fill_defaults(config[key], schema["$defs"][key])
     for check in (check_folders, check_references, check_searches, check_select, check_mteb, check_logging):
         check(config)
+    check_oar_synthetic(config)
     check_step_switches(config)
     return config
 

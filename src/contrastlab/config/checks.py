@@ -172,20 +172,49 @@ def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, 
                 raise ConfigError(f"config key {where}.{key}: {error}") from None
 
 
+def _is_user_loss_or_refused(loss: str, where: str) -> bool:
+    """Whether ``loss`` (at config key ``where``) is the user's own; a name that is neither a built-in nor
+    a user's loss is refused, with both forms."""
+    if loss in DEFAULTS:
+        return False
+    if not is_user_loss(loss):
+        raise ConfigError(
+            f"config key {where}: unknown loss {loss!r}; choose one of {', '.join(DEFAULTS)}; or your own "
+            "loss: 'path/to/file.py:callable' or 'package.module:callable' (docs/own-loss.md)"
+        )
+    return True
+
+
+def check_oar_synthetic(config: Mapping[str, Any]) -> None:
+    """The OAR synthetic study's losses (``oar_synthetic.losses``: name -> constants) as a method's: a
+    built-in or the user's loss, a built-in's constants ones it takes within its bounds. The study's
+    fields that bound each other are its settings' (:mod:`contrastlab.training.synthetic_settings`),
+    which the workflow checks before any job."""
+    for loss, constants in ((config.get("oar_synthetic") or {}).get("losses") or {}).items():
+        where = f"oar_synthetic.losses.{loss}"
+        if not _is_user_loss_or_refused(loss, where):
+            _check_hp(loss, [(where, constants)], {}, where)
+
+
 def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where: str, sweep_at: str) -> None:
     """Every hyperparameter a built-in loss's method states (its ``hp``, ``per_backbone.<b>.hp`` and the
-    experiment's ``sweep`` of ``hp.<name>``) is one the loss takes, with a value within the loss's own
-    bounds (:func:`contrastlab.losses.catalog.check_hyperparameters`, which ``build_loss`` runs in the
-    train job): a ``tau: 0`` stops the workflow now, naming its key, not after the data steps."""
-    loss = spec["loss"]
+    experiment's ``sweep`` of ``hp.<name>``): :func:`_check_hp`."""
     sweep = experiment.get("sweep") or {}
     swept = {k.removeprefix("hp."): v for k, v in sweep.items() if k.startswith("hp.")}
     layers = [(f"{where}.hp", spec.get("hp") or {})]
     for backbone, overrides in (spec.get("per_backbone") or {}).items():
         layers.append((f"{where}.per_backbone.{backbone}.hp", (overrides or {}).get("hp") or {}))
+    _check_hp(spec["loss"], layers, swept, sweep_at)
+
+
+def _check_hp(loss: str, layers: list, swept: Mapping[str, Any], sweep_at: str) -> None:
+    """Every hyperparameter a built-in loss is given (``layers``: each mapping with its dotted key;
+    ``swept``: name -> the sweep's values) is one the loss takes, with a value within the loss's own
+    bounds (:func:`contrastlab.losses.catalog.check_hyperparameters`, which ``build_loss`` runs in the
+    job): a ``tau: 0`` stops the workflow now, naming its key, not after the data steps."""
     if unknown := sorted(({key for _, hp in layers for key in hp} | set(swept)) - set(DEFAULTS[loss])):
         raise ConfigError(
-            f"config key {where}.hp: loss {loss!r} has no hyperparameter {unknown[0]!r}; "
+            f"config key {layers[0][0]}: loss {loss!r} has no hyperparameter {unknown[0]!r}; "
             f"it takes {', '.join(DEFAULTS[loss]) or 'none'}"
         )
     values = [(f"{prefix}.{key}", key, value) for prefix, hp in layers for key, value in hp.items()]
@@ -317,14 +346,7 @@ def check_references(config: Mapping[str, Any]) -> None:
                 )
         for method, spec in experiment["methods"].items():
             where = f"experiments.{name}.methods.{method}"
-            user_loss = spec["loss"] not in DEFAULTS and is_user_loss(spec["loss"])
-            if not user_loss and spec["loss"] not in DEFAULTS:
-                choices = ", ".join(DEFAULTS)
-                raise ConfigError(
-                    f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}; "
-                    "or your own loss: 'path/to/file.py:callable' or 'package.module:callable' "
-                    "(docs/own-loss.md)"
-                )
+            user_loss = _is_user_loss_or_refused(spec["loss"], f"{where}.loss")
             if spec.get("backbones") == []:
                 raise ConfigError(
                     f"config key {where}.backbones: an empty list runs the method on no backbone; list its "

@@ -154,10 +154,7 @@ def sweep_table(
     frames = [study_table(run for (_, oar, _), run in own.items() if not oar).assign(setting=AS_CONFIGURED)]
     for override in settings.sweep:
         started = time.perf_counter()
-        runs = [
-            train_synthetic(dataclasses.replace(settings, seed=seed, **override), loss, False)
-            for seed in seeds
-        ]
+        runs = [train_synthetic(settings.reading(override, seed), loss, False) for seed in seeds]
         frames.append(study_table(runs).assign(setting=setting_name(override)))
         ranks = [run.effective_rank for run in runs]
         print(

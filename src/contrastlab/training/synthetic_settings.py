@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from contrastlab.losses.catalog import LOSSES
 from contrastlab.training.settings import Settings, check_against_schema
 
 __all__ = ["SyntheticSettings"]
@@ -89,8 +88,14 @@ class SyntheticSettings(Settings):
             unknown = set(override) & {"sweep", "seeds", "seed", "losses", "sweep_loss"}
             if unknown:
                 raise ValueError(f"sweep overrides fields of the study's setup, not {sorted(unknown)}")
-        unknown = sorted(set(self.losses) - set(LOSSES))
-        if unknown:
-            raise ValueError(f"unknown loss {unknown[0]!r} in losses; valid names: {', '.join(LOSSES)}")
+            try:
+                self.reading(override, self.seed)
+            except ValueError as error:
+                raise ValueError(f"sweep entry {dict(override)}: {error}") from None
         if self.sweep and self.sweep_loss not in self.losses:
             raise ValueError(f"sweep_loss {self.sweep_loss!r} is not in losses ({', '.join(self.losses)})")
+
+    def reading(self, override: Mapping[str, Any], seed: int) -> SyntheticSettings:
+        """These settings under one ``sweep`` entry, at ``seed``: checked as a block of their own (a whole
+        float for an integer field is that integer)."""
+        return type(self).from_dict({**self.to_dict(), "sweep": [], "seed": seed, **override})

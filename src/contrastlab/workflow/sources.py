@@ -1,6 +1,6 @@
-"""The loss code a rule names as input: a change of a loss's code retrains the cells that use it, while an
-edit of its docstrings, comments or layout, a pull that rewrites its file, or a moved or copied checkout
-retrains nothing.
+"""The loss code a rule names as input: a change of the code of a loss's module (not of the helpers it
+imports) retrains the cells that use it, while an edit of its docstrings, comments or layout, a pull that
+rewrites its file, or a moved or copied checkout retrains nothing.
 
 A rule names the loss module's code stamp (:func:`code_stamp`), a file under ``.snakemake`` that holds the
 digest of the module's code and is rewritten only when that changes: Snakemake's ``mtime`` trigger and its
