@@ -185,25 +185,29 @@ def _checksum(path: Path) -> str:
     return "sha256:" + sha256_file(path)
 
 
-def _same_code(checksum, module: Path) -> bool:
-    """Whether a module recorded with ``checksum`` (its bytes) had today's code: its bytes are today's,
-    or a built-in module's as 0.2.0 shipped it (:data:`RECORDED_BEFORE_STAMPS`) with today's code."""
+def _same_code(checksum, module: Path, code: str) -> bool:
+    """Whether a module recorded with ``checksum`` (its bytes) had today's code (``code``, its
+    :func:`code_digest`, as its stamp holds it): its bytes are today's, or a built-in module's as 0.2.0
+    shipped it (:data:`RECORDED_BEFORE_STAMPS`) with today's code."""
     checksum = checksum if ":" in str(checksum) else f"sha256:{checksum}"  # an older Snakemake's: bare
     if checksum == _checksum(module):
         return True
     builtin = _BUILTIN_LOSS.search(module.as_posix())  # module: absolute
     shipped = RECORDED_BEFORE_STAMPS.get(Path(builtin.group(1)).stem) if builtin else None
-    if shipped is None or not str(checksum).startswith("sha256:" + shipped[0]):
+    if shipped is None or not checksum.startswith("sha256:" + shipped[0]):
         return False
-    return code_digest(module.read_bytes()).startswith(shipped[1])
+    return code.startswith(shipped[1])
 
 
 def _carried(checksum, module: str, renamed: str, workdir: str):
     """A recorded input's checksum under its new name: a loss module's recorded with today's code
     (:func:`_same_code`) becomes its code stamp's; any other is kept, so dates decide."""
-    if module == renamed or not _same_code(checksum, Path(workdir, module)):
+    if module == renamed:
         return checksum
-    return _checksum(Path(workdir, renamed))
+    stamp = Path(workdir, renamed)
+    if not _same_code(checksum, Path(workdir, module), stamp.read_text(encoding="utf-8")):
+        return checksum
+    return _checksum(stamp)
 
 
 def _recorded_output(record: Path, folder: Path) -> str | None:
