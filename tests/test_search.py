@@ -270,15 +270,11 @@ def test_selection_table_against_published(tmp_path):
     config = _nie_search(["mpt"], ["bert-base"], [{"grid": {"lr": [1e-5, 3e-5], "hp.m": [0.23, 0.3]}}])
     assert published_hparams("nie2023", "bert-base", "mpt") == {"hp.m": 0.23, "lr": 1e-5, "batch_size": 64}
     assert {r["verdict"] for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")} == {NOT_RUN}
-    folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
-    folder.mkdir(parents=True)
     settings = {"lr": 1e-5, "batch_size": 64, "loss_hp": {"m": 0.3}}
     points = [
         {"settings": {**settings, "lr": lr, "loss_hp": {"m": m}}} for lr in (1e-5, 3e-5) for m in (0.23, 0.3)
     ]
-    (folder / "stage1.json").write_text(
-        json.dumps({"winner_settings": settings, "winner_dev": 80.0, "points": points})
-    )
+    _write_selection(tmp_path, {"winner_settings": settings, "winner_dev": 80.0, "points": points})
     rows = _rows(config, tmp_path)
     assert rows["lr"]["verdict"] == SAME and rows["lr"]["tried"] == "1e-05, 3e-05"
     assert rows["hp.m"]["verdict"] == DIFFERS and rows["hp.m"]["selected"] == "0.3"
@@ -288,8 +284,6 @@ def test_selection_table_against_published(tmp_path):
 def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
     from contrastlab.figures.search import search_figure
 
-    folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
-    folder.mkdir(parents=True)
     points = [
         {
             "name": f"mpt~s1-lr{lr:g}-m{m:g}",
@@ -309,7 +303,7 @@ def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
         "points": points,
         "winner": points[2]["name"],
     }
-    (folder / "stage1.json").write_text(json.dumps(selection))
+    _write_selection(tmp_path, selection)
     written = search_figure(tmp_path, "nie2023", tmp_path / "fig" / "search")
     assert sorted(p.suffix for p in written) == [".csv", ".pdf", ".png"]
     plotted = pd.read_csv(tmp_path / "fig" / "search.csv")
@@ -322,14 +316,12 @@ def test_heatmap_keeps_and_marks_a_diverged_point(tmp_path, monkeypatch):
     the CSV and its cell says "diverged", even alone on its learning rate."""
     from contrastlab.figures import search as search_figures
 
-    folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
-    folder.mkdir(parents=True)
     points = [
         {"name": f"p{lr:g}", "grid": {"lr": lr}, "around": {}, "dev": dev, "settings": {"lr": lr}}
         for lr, dev in ((1e-5, 80.0), (1e-2, None))
     ]
     selection = {"backbone": "bert-base", "method": "mpt", "stage": 1, "points": points, "winner": "p1e-05"}
-    (folder / "stage1.json").write_text(json.dumps(selection))
+    _write_selection(tmp_path, selection)
     drawn = []
     monkeypatch.setattr(search_figures, "save", lambda fig, stem, data: drawn.append((fig, data)) or [])
     search_figures.search_figure(tmp_path, "nie2023", tmp_path / "search")
@@ -352,16 +344,22 @@ def _nie_search(methods: list[str], backbones: list[str], stages: list[dict]) ->
     return _with_search(cl_config.load(REPO_ROOT / "config.yaml"), "nie2023", search)
 
 
-def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tuple[dict, float]], winner: int):
+def _write_selection(tmp_path, selection: dict, backbone: str = "bert-base", method: str = "mpt", k: int = 1):
+    """Write ``selection`` as stage ``k``'s selection file of the nie2023 search of ``method`` on
+    ``backbone``."""
     folder = tmp_path / "search" / "nie2023" / backbone / method
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"stage{k}.json").write_text(json.dumps(selection))
+
+
+def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tuple[dict, float]], winner: int):
     rows = [{"settings": settings, "dev": dev} for settings, dev in points]
     selection = {
         "winner_settings": rows[winner]["settings"],
         "winner_dev": rows[winner]["dev"],
         "points": rows,
     }
-    (folder / f"stage{k}.json").write_text(json.dumps(selection))
+    _write_selection(tmp_path, selection, backbone, method, k)
 
 
 def _rows(config: dict, tmp_path, metrics=None) -> dict[str, dict]:

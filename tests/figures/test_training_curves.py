@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from contrastlab.figures.training_curves import (
     CURVE_SERIES,
     alignment_uniformity_frame,
+    cell_files,
     curves_frame,
     plot_alignment_uniformity,
     plot_training_curves,
@@ -61,8 +63,6 @@ def test_training_curves_average_seeds_per_step(results, tmp_path):
     assert len(frame) == 2 * 2 * 2 * 4  # methods x seeds x steps x series (no geometry records here)
     written = plot_training_curves(frame, tmp_path / "curves")
     assert_nontrivial_png(written[0])
-    import pandas as pd
-
     plotted = pd.read_csv(written[2])
     loss = plotted[(plotted["method"] == "cl") & (plotted["series"] == "training loss (batch)")]
     assert loss["value"].tolist() == pytest.approx([2.5, 1.5])  # mean of seeds 42 and 43 at steps 10, 20
@@ -77,8 +77,6 @@ def test_each_training_curve_panel_is_titled_by_its_series_and_each_line_by_its_
 
 def test_paper_figures_read_configured_cells_never_search_points(tmp_path):
     """The log figures read only their experiments' cells, never the MPT search points or its winner."""
-    from contrastlab.figures.training_curves import cell_files
-
     for method in ("cl", "mpt", "mpt~s1-lr3e-05-m0.3", "mpt~searched"):
         path = tmp_path / "nie2023" / "tiny-bert" / method / "seed42" / "train_log.jsonl"
         path.parent.mkdir(parents=True)
@@ -92,8 +90,6 @@ CURVE_COLUMNS = ["backbone", "method", "seed", "step", "series", "value"]
 def test_more_runs_than_colours_still_draw_each_run_apart(tmp_path, drawn):
     """Nie's grid has 28 runs (4 backbones x 7 losses), the palette 8 colours: a run past the eighth
     takes another line style, so no two legend entries look alike."""
-    import pandas as pd
-
     rows = [
         ("bert-base", f"m{i}", 42, step, "training loss (batch)", float(i + step))
         for i in range(9)
@@ -107,8 +103,6 @@ def test_more_runs_than_colours_still_draw_each_run_apart(tmp_path, drawn):
 def test_a_dev_panel_left_empty_with_the_probe_on_names_the_dev_split_not_analysis_every(tmp_path, drawn):
     """The demo logs the training probe (analysis_every on) but its STS-B dev fixture has fewer sentences
     than one analysis_batch, so no dev L_cl: its panel must not blame analysis_every."""
-    import pandas as pd
-
     rows = [
         ("tiny-bert", "cl", 42, 0, series, 1.0) for series in ("training loss (batch)", "train L_cl (probe)")
     ]

@@ -222,16 +222,13 @@ def parse_command(command: str) -> dict:
     return {key: yaml.safe_load(value) for key, value in re.findall(r"'(\w+)=(.*?)'", command)}
 
 
+def macl_plan(backbone: str, seeds: list[int], new: list[int]) -> list[dict]:
+    """A seed plan of one step: MACL's two methods on ``backbone`` brought to ``seeds``, ``new`` added."""
+    return [dict(experiment="macl", backbone=backbone, methods=["macl", "simcse"], seeds=seeds, new=new)]
+
+
 #: The seed plan that brings MACL's roberta-base cells to a fourth seed, and the cells it adds.
-ROBERTA_FOURTH_SEED = [
-    dict(
-        experiment="macl",
-        backbone="roberta-base",
-        methods=["macl", "simcse"],
-        seeds=[42, 43, 44, 45],
-        new=[45],
-    )
-]
+ROBERTA_FOURTH_SEED = macl_plan("roberta-base", [42, 43, 44, 45], [45])
 FOURTH_SEED_CELLS = {("macl", "roberta-base", "macl", 45), ("macl", "roberta-base", "simcse", 45)}
 
 
@@ -566,15 +563,7 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
     assert result.verdict == UNDECIDED and result.seeds_needed is None and MIN_SEEDS == 3
     assert numbers_text(result) == "tiny-bert, for bert-base: macl − simcse = +1.00 ± ?"  # whose numbers
     plan = seed_plan([result], grid)
-    assert plan == [
-        dict(
-            experiment="macl",
-            backbone="tiny-bert",
-            methods=["macl", "simcse"],
-            seeds=[45, 46, 47],
-            new=[46, 47],
-        )
-    ]
+    assert plan == macl_plan("tiny-bert", [45, 46, 47], [46, 47])
     preset = "/w/my presets/it's toy.yaml"
     (command, tables) = add_seeds_commands(plan, shlex.quote(preset))
     words = shlex.split(command)
@@ -603,12 +592,4 @@ def test_add_seeds_goes_to_the_cells_the_verdict_read_where_the_paper_backbone_r
     result = evaluate_claim(claim("macl-sts-avg"), one, grid)
     assert result.verdict == UNDECIDED and numbers_text(result) == "bert-base: macl − simcse = +1.00 ± ?"
     plan = seed_plan([result], grid)
-    assert plan == [
-        dict(
-            experiment="macl",
-            backbone="bert-base",
-            methods=["macl", "simcse"],
-            seeds=[42, 43, 44],
-            new=[43, 44],
-        )
-    ]
+    assert plan == macl_plan("bert-base", [42, 43, 44], [43, 44])

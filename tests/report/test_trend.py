@@ -21,10 +21,9 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.tables.metrics import DEV_SPEARMAN
-from tests.report.test_claims import FULL, claim, swept
+from tests.report.test_claims import FULL, T975, claim, swept
 from tests.tables.tables_synthetic import scores_frame
 
-T975_2 = 4.302652729911275  # t_{0.975, 2}
 R = [0.5, 1.0, 1.5, 2.0]
 
 
@@ -54,7 +53,7 @@ def test_an_increasing_one_seed_sweep_reproduces_a_rising_claim():
     result = evaluate_claim(claim("li-fig6-r"), frame, grid)
     (part,) = result.parts
     assert part.diff == pytest.approx(2.8) and part.df == 2 and part.seeds == 1
-    assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.02) / 0.5, rel=1e-9)  # 1.217
+    assert part.half_width == pytest.approx(T975[2] * math.sqrt(0.02) / 0.5, rel=1e-9)  # 1.217
     assert part.status == REPRODUCED and result.verdict == REPRODUCED
     # the slope is the contrast of the point means with coefficients (r − r̄) / S_xx,pts (S_xx,pts 1.25)
     assert list(part.terms.values()) == pytest.approx([-0.6, -0.2, 0.2, 0.6])
@@ -70,7 +69,7 @@ def test_a_decreasing_sweep_contradicts_it_and_a_flat_noisy_one_is_undecided():
     flat = evaluate_claim(claim("li-fig6-r"), *li_r([1.0, 3.0, 1.0, 3.0]))
     (part,) = flat.parts
     assert part.diff == pytest.approx(0.8)
-    assert part.half_width == pytest.approx(T975_2 * math.sqrt(1.28), rel=1e-9)  # 4.87
+    assert part.half_width == pytest.approx(T975[2] * math.sqrt(1.28), rel=1e-9)  # 4.87
     assert part.status == UNDECIDED and flat.verdict == UNDECIDED
     # n seeds per point at the same scatter: t_{4n−2} · sqrt(1.6 / (1.25 n)) < 0.8 first at n = 9
     assert part.seeds_needed == 9
@@ -130,7 +129,7 @@ def test_two_points_need_two_seeds_for_a_residual():
     (part,) = evaluate_claim(claim("li-fig6-r"), frame, two).parts
     # x̄ 1.25, S_xx 2.25, S_xy 6: b 8/3; residuals ±0.5 (SS 1, ν 2): se² = 0.5 / 2.25
     assert part.diff == pytest.approx(8 / 3) and part.df == 2 and part.seeds == 2
-    assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.5 / 2.25), rel=1e-9)
+    assert part.half_width == pytest.approx(T975[2] * math.sqrt(0.5 / 2.25), rel=1e-9)
     assert part.status == REPRODUCED
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from contrastlab.config import Grid
 from contrastlab.tables import load_published
 from contrastlab.tables.assemble import assemble, best_over_sweep
+from contrastlab.tables.metrics import collect_metrics
 from contrastlab.tables.published import get_spec
 from contrastlab.tables.render import to_csv, to_markdown
 
@@ -92,10 +95,6 @@ def test_diverged_ffn_is_marked_never_a_number(tmp_path):
     """A sweep point whose FFN diverged (vision.json's ``diverged``) is a NaN row of the metrics: it
     never wins the best-of-sweep, the winner is marked †, the CSV names the diverged rates, and a cell
     whose every point diverged says "diverged" (not a chance-level number, not "not run")."""
-    import json
-
-    from contrastlab.tables.metrics import collect_metrics
-
     points = {  # method-lr: (ffn10_top1 or None when diverged)
         "infonce-lr0.01": 33.0,
         "infonce-lr0.1": None,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
@@ -18,11 +19,13 @@ import pytest
 from tables_synthetic import SEEDS, STS, make_config, synthetic_score, write_cell, write_synthetic_metrics
 from test_papers import FOUR_PAPERS
 
+from contrastlab import config as cl_config
 from contrastlab.config import Grid, MethodOn
 from contrastlab.papers import paper_of
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import TABLES, build_table, tables_for_config
+from contrastlab.tables.assemble import param_value
 from contrastlab.tables.latex import latex_escape
 from contrastlab.tables.metrics import DEV_SPEARMAN, collect_metrics
 from contrastlab.tables.render import fmt_param, fmt_signed
@@ -197,8 +200,6 @@ def test_report_lists_every_table(built):
 def test_repository_configs_render(tmp_path):
     """config.yaml (full grid) and the demo preset: every table renders; the full config's
     hyperparameters equal the papers' Tables 2, 6 and 7."""
-    from contrastlab import config as cl_config
-
     full = cl_config.load(REPO_ROOT / "config.yaml")
     build_report(Results(tmp_path / "full"), full)
     for name in ("nie2023_table2", "li2024_table6", "li2024_table7"):
@@ -223,8 +224,6 @@ def test_collect_metrics_frame_with_the_training_dev_score(tmp_path):
     """One row per score; the metrics file's ``training`` block carries the kept checkpoint's STS-B dev
     Spearman (Li Fig. 6's measure): a task of its own, absent where the block has none (the pretrained
     rows, older files)."""
-    import json
-
     write_cell(tmp_path, "macl", "bert-base", "macl", seeds=[42], tasks=STS)
     frame = collect_metrics(tmp_path)
     assert list(frame.columns) == ["experiment", "backbone", "method", "seed", "task", "score"]
@@ -296,8 +295,6 @@ def test_snakemake_script(tmp_path, monkeypatch):
 
 def test_settings_resolution_for_the_tables():
     """defaults <- experiment <- method <- per_backbone, and which loss values are catalog defaults."""
-    from contrastlab.tables.assemble import param_value
-
     grid = Grid(make_config())
     mat = MethodOn("nie2023", "roberta-base", "mat")
     flat = grid.settings(mat)

@@ -13,6 +13,7 @@ from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
+from contrastlab.report.claims import NOT_RUN, all_claims, evaluate_claim, evaluate_claims
 from contrastlab.stats import half_width
 from contrastlab.tables import TABLES, get_spec
 from contrastlab.tables.assemble import assemble
@@ -144,8 +145,6 @@ def test_verdicts_on_constructed_metrics():
 def test_a_pool_never_mixes_training_protocols_or_precisions():
     """Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
     has its own pool, and a claim contrasting them combines the two pools by Satterthwaite."""
-    from contrastlab.report.claims import all_claims, evaluate_claim
-
     li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
     config = {**LI_BASE, "seeds": [42, 43, 44], "experiments": {"li2024": li}}
     assert cell_stratum(Grid(config), "li2024", "bert-base", "infonce") == "simcse/fp16"
@@ -223,8 +222,6 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
 def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
     """config/cpu.yaml trains MiniLM + InfoNCE: no paper has a MiniLM row, and the preset declares no
     stand-in, so its cell says "no published number" (and Nie's claims on the paper backbones: not run)."""
-    from contrastlab.report.claims import NOT_RUN, evaluate_claims
-
     cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     assert not cpu["tables"]["verdict_stand_ins"]
     metrics = frame([("nie2023", "minilm", "cl", 42, "sts_avg", 71.3)])

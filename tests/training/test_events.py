@@ -196,17 +196,11 @@ def test_a_sentence_cell_writes_its_settings_beside_its_best_dev_score_as_hparam
     tmp_path, train_tiny, read_curves
 ):
     """The HParams session holds the cell's settings; the last ``dev/best_dev_spearman`` is the summary's."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import metadata
-
     from contrastlab.training.sentence import TrainSettings
 
     summary = train_tiny(tmp_path, max_steps=4, eval_every=2, log_every=2, state_every=None)
     folder = tmp_path / "state.tensorboard"
-    accumulator = EventAccumulator(str(folder))
-    accumulator.Reload()
-    assert list(accumulator.PluginTagToContent(metadata.PLUGIN_NAME)) == [metadata.SESSION_START_INFO_TAG]
-    [(step, values)] = _sessions(folder)
+    [(step, values)] = _sessions(folder)  # the HParams plugin's only tag
     assert step == 0
     assert set(values) == set(TrainSettings(loss="infonce").to_dict())  # every setting a column
     wanted = {"loss": "infonce", "lr": 1e-4, "batch_size": 32, "max_steps": 4, "eval_every": 2}
@@ -292,14 +286,15 @@ def test_a_killed_and_resumed_cell_has_the_curves_of_an_uninterrupted_one(
 
 def _sessions(folder: Path) -> list[tuple[int, dict]]:
     """The HParams sessions of a run folder, read by TensorBoard's own loader and hparams metadata:
-    [(step, {setting: value}), ...]."""
+    [(step, {setting: value}), ...]; the session is the plugin's only tag."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import metadata
 
     accumulator = EventAccumulator(str(folder), size_guidance={"tensors": 0})
     accumulator.Reload()
-    content = accumulator.PluginTagToContent(metadata.PLUGIN_NAME)[metadata.SESSION_START_INFO_TAG]
-    session = metadata.parse_session_start_info_plugin_data(content)
+    contents = accumulator.PluginTagToContent(metadata.PLUGIN_NAME)
+    assert list(contents) == [metadata.SESSION_START_INFO_TAG]
+    session = metadata.parse_session_start_info_plugin_data(contents[metadata.SESSION_START_INFO_TAG])
     values = {name: getattr(value, value.WhichOneof("kind")) for name, value in session.hparams.items()}
     return [(event.step, values) for event in accumulator.Tensors(metadata.SESSION_START_INFO_TAG)]
 

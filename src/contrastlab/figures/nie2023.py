@@ -119,10 +119,7 @@ FIGURES: dict[str, tuple[Panel, ...]] = {
     "2b": tuple(Panel("2b", loss, "alignment") for loss in ("dcl_plus", "mpt", "met", "mat")),
     "4": (
         *(Panel("4", "infonce", "uniformity", k) for k in NEGATIVE_COUNTS),
-        *(
-            Panel("4", loss, "uniformity")
-            for loss in ("align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
-        ),
+        *(Panel("4", loss, "uniformity") for loss in LOSSES[1:]),
     ),
 }
 

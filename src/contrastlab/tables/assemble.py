@@ -91,16 +91,12 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
     by_backbone_rows = layout["backbone_axis"] == "row_groups"
     task_group = {t: g for g, ts in (layout.get("task_groups") or {}).items() for t in ts}
     rows = []
-
-    def add(b, m, k, row_group, row, col_group, col):
-        rows.append((b, m, k, row_group, row, col_group, col))
-
     if spec.kind == "scores" and layout.get("sweep"):
         # Sweep tables (MACL Table 9): a row per method, a column per sweep point and task ("batch 64 kNN").
         tlab, sweep = labels.get("tasks", {}), layout["sweep"]
         for b, m, v, t in itertools.product(backbones, layout["methods"], sweep["values"], layout["tasks"]):
             column = f"{sweep['title']} {v} {_label(tlab, t)}"
-            add(b, f"{m}-{sweep['label']}{v}", t, blab[b], _label(mlab, m), "", column)
+            rows.append((b, f"{m}-{sweep['label']}{v}", t, blab[b], _label(mlab, m), "", column))
     elif spec.kind == "scores":
         tlab = labels.get("tasks", {})
         methods = layout["methods"]
@@ -112,21 +108,21 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
         )
         for (b, m), t in itertools.product(pairs, layout["tasks"]):
             row_group, group = (blab[b], task_group.get(t, "")) if by_backbone_rows else ("", blab[b])
-            add(b, m, t, row_group, _label(mlab, m), group, _label(tlab, t, TASK_LABELS))
+            rows.append((b, m, t, row_group, _label(mlab, m), group, _label(tlab, t, TASK_LABELS)))
     elif spec.kind == "steps":
         rlab, slab = labels.get("rows", {}), labels.get("steps", {})
         for b, r in itertools.product(backbones, layout["rows"]):
             for step, m in zip(layout["steps"], layout["cells"][r], strict=True):
-                add(b, m, layout["task"], blab[b], _label(rlab, r), "", _label(slab, step))
+                rows.append((b, m, layout["task"], blab[b], _label(rlab, r), "", _label(slab, step)))
     elif spec.kind == "hparams":
         params = layout["params"]
         if by_backbone_rows:
             for b, m, p in itertools.product(backbones, layout["methods"], params):
-                add(b, m, p, blab[b], _label(mlab, m), "", _label(plab, p))
+                rows.append((b, m, p, blab[b], _label(mlab, m), "", _label(plab, p)))
         else:
             for m in layout["methods"]:
                 for p, b in itertools.product(params[m], backbones):
-                    add(b, m, p, _label(mlab, m), _label(plab, p), "", blab[b])
+                    rows.append((b, m, p, _label(mlab, m), _label(plab, p), "", blab[b]))
     else:  # pragma: no cover - guarded by the registry
         raise ValueError(f"unknown table kind {spec.kind!r}")
     return pd.DataFrame(rows, columns=["backbone", "method", "key", "row_group", "row", "col_group", "col"])
