@@ -144,14 +144,14 @@ def config_shape(config: Mapping[str, Any], where: str = "config.json") -> Shape
     keys = family.config_keys if family else BERT_CONFIG_KEYS
 
     def read(key: str, default: int | None = None) -> int:
-        if key not in config and default is not None:
+        if key in config:
+            return int(config[key])
+        if default is not None:
             return default
-        if key not in config:
-            raise ValueError(
-                f"{where}: no {key!r}, where a {model_type or 'model of no model_type'} config holds it "
-                "(contrastlab.families.TEXT_FAMILIES: add the family with its config_keys)"
-            )
-        return int(config[key])
+        raise ValueError(
+            f"{where}: no {key!r}, where a {model_type or 'model of no model_type'} config holds it "
+            "(contrastlab.families.TEXT_FAMILIES: add the family with its config_keys)"
+        )
 
     return Shape(
         model_type,

@@ -60,16 +60,20 @@ def _file(name: str, doc: str | None = None) -> property:
     return property(lambda self: f"{self.root}/{name}", doc=doc)
 
 
-class Results:
-    """The layout of one results folder, ``root`` (``results_dir``): each path a string ``<root>/...``,
-    a file's or a Snakemake pattern's alike (a place holding wildcard braces). Benchmark files lie
-    under the rule that writes them, so the cost table reads the rule from the folder."""
+class _Layout:
+    """A folder's layout: ``root``, a string; its repr names the class and the root."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = os.fspath(root)
 
     def __repr__(self) -> str:
-        return f"Results({self.root!r})"
+        return f"{type(self).__name__}({self.root!r})"
+
+
+class Results(_Layout):
+    """The layout of one results folder, ``root`` (``results_dir``): each path a string ``<root>/...``,
+    a file's or a Snakemake pattern's alike (a place holding wildcard braces). Benchmark files lie
+    under the rule that writes them, so the cost table reads the rule from the folder."""
 
     def cell(self, place: Place) -> str:
         """The place's path under a folder of the results: a cell's :data:`CELL_PATH`, a string as is."""
@@ -139,15 +143,9 @@ class Results:
     )
 
 
-class Resources:
+class Resources(_Layout):
     """The layout of the folder backbones and data are materialised in, ``root`` (``resources_dir``):
     the one place a backbone's folder is spelled (a Snakemake pattern's alike: ``"{backbone}"``)."""
-
-    def __init__(self, root: str | os.PathLike) -> None:
-        self.root = os.fspath(root)
-
-    def __repr__(self) -> str:
-        return f"Resources({self.root!r})"
 
     def backbone_dir(self, alias: str) -> str:
         """The folder backbone ``alias`` is materialised in (its weights, tokenizer and ``config.json``)."""
