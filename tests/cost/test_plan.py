@@ -176,12 +176,22 @@ def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
     assert all(j.cpu_after_s > 0 for j in features)
 
 
-def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ("resnet18", "cifar", 64, None, 32, (512, 128)),  # MACL's CIFAR cells
+        ("resnet18", "imagenet", 64, None, 224, None),  # OAR CIFAR-10
+        ("resnet50", "imagenet", 64, 512, 224, None),  # OAR CIFAR-100
+        ("resnet18", "cifar", 8, None, 16, (512, 128)),  # the demo's
+    ],
+)
+def test_resnet_counts_equal_hooks_on_the_real_encoder(shape):
     """Forward hooks on the encoder the trainer builds (and its head): MACs, parameters, saved outputs."""
     import torch
 
     from contrastlab.models.vision import ProjectionHead, build_encoder
 
+    arch, stem, width, out_dim, size, head = shape
     counts = {"macs": 0, "saved": 0}
 
     def hook(module, inputs, output):
@@ -204,20 +214,7 @@ def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
         if head:
             modules[1].eval()(features)
     params = sum(p.numel() for top in modules for p in top.parameters())
-    return cl_flops.VisionForward(counts["macs"], params, counts["saved"])
-
-
-@pytest.mark.parametrize(
-    "shape",
-    [
-        ("resnet18", "cifar", 64, None, 32, (512, 128)),  # MACL's CIFAR cells
-        ("resnet18", "imagenet", 64, None, 224, None),  # OAR CIFAR-10
-        ("resnet50", "imagenet", 64, 512, 224, None),  # OAR CIFAR-100
-        ("resnet18", "cifar", 8, None, 16, (512, 128)),  # the demo's
-    ],
-)
-def test_resnet_counts_equal_hooks_on_the_real_encoder(shape):
-    assert cl_flops.vision_forward(*shape) == _counted_on_the_meta_device(*shape)
+    assert cl_flops.vision_forward(*shape) == cl_flops.VisionForward(counts["macs"], params, counts["saved"])
 
 
 def test_resnet_flops_and_parameters_match_torchvision():

@@ -202,12 +202,10 @@ def test_the_plan_reproduces_gpu_plans_repricing():
     """gpu-plan.md §1's table, from the H200 file by its method (MACL bf16 160 est., dev 0.45 s with the
     switches, 0.53 s and 26.5 µs per launch with eager sentence steps and dev batch 128)."""
     cal = cl_calibration.load_calibration(H200)
+    switches = _gpu_plan_calibration(cal, 0.0, 0.45)
+    one_call = EAGER_IMAGES | {"augment_calls": "one"}
     # gpu-plan.md priced padded sentence steps (before issue 55's padding-free default)
-    switched = config_totals(
-        _gpu_plan_calibration(cal, 0.0, 0.45),
-        EAGER_IMAGES | {"augment_calls": "one"},
-        padding_free=False,
-    )
+    switched = config_totals(switches, one_call, padding_free=False)
     assert switched == [214.1, 246.5, 108.2, 85.5]  # gpu-plan: 214.1, 246.5, 108.1 (tf32 110.6), 85.5
     today = config_totals(
         _gpu_plan_calibration(cal, 26.5e-6, 0.53),
@@ -218,9 +216,7 @@ def test_the_plan_reproduces_gpu_plans_repricing():
     )
     assert today == [223.5, 250.1, 116.3, 105.6]  # gpu-plan: 223.5, 250.1, 116.3, 105.7
     # its padding-free lever, "-19 h fp32 sentence as configured": 214.1 -> 199.0 at the measured ratio
-    padding_free = config_totals(
-        _gpu_plan_calibration(cal, 0.0, 0.45), EAGER_IMAGES | {"augment_calls": "one"}
-    )
+    padding_free = config_totals(switches, one_call)
     assert padding_free == [199.0, 230.1, 108.2, 85.5]
 
 
