@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from contrastlab.paths import write_text
 from contrastlab.workflow.recovery import _start_time
 
 
@@ -34,6 +35,4 @@ def results_under_two_names(tmp_path: Path) -> tuple[Path, Path]:
 
 def lock(lock_dir: Path, name: str, *paths: str) -> Path:
     """A Snakemake lock file ``lock_dir/name`` that lists ``paths``."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    (lock_dir / name).write_text("\n".join(paths) + "\n")
-    return lock_dir / name
+    return write_text(lock_dir / name, "\n".join(paths) + "\n")

@@ -8,12 +8,14 @@ import hashlib
 import json
 import os
 import shutil
+from base64 import urlsafe_b64encode
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from contrastlab import artifacts
-from contrastlab.paths import Results
+from contrastlab.paths import Results, UnreadableMetricsError, link_or_copy, read_metrics, write_json
 from contrastlab.workflow import finished
 from contrastlab.workflow.job import logged_to
 from contrastlab.workflow.recovery import runs_folder
@@ -32,7 +34,7 @@ def truncated_metrics(root: Path) -> Path:
     return path
 
 
-def _readers(root: Path, path: Path):
+def _readers(root: Path):
     """Each job that reads a cell's metrics file, as the library call its script makes."""
     from contrastlab.figures.sweeps import sweep_metrics_frame
     from contrastlab.figures.training_curves import alignment_uniformity_frame
@@ -57,7 +59,7 @@ def test_an_unparseable_metrics_file_is_named_with_the_fix(tmp_path, capsys, obs
     log = tmp_path / "job.log"
     with pytest.raises(SystemExit):
         with logged_to(log, f"rule {rule} {CELL}"):
-            _readers(tmp_path, path)[rule]()
+            _readers(tmp_path)[rule]()
     (line,) = capsys.readouterr().err.splitlines()
     observed(line)
     assert line.startswith(f"contrastlab: rule {rule} {CELL}: UnreadableMetricsError: metrics file {path} ")
@@ -66,8 +68,6 @@ def test_an_unparseable_metrics_file_is_named_with_the_fix(tmp_path, capsys, obs
 
 
 def test_a_metrics_file_that_holds_no_object_is_named_too(tmp_path):
-    from contrastlab.paths import UnreadableMetricsError, read_metrics
-
     path = tmp_path / "senteval.json"
     path.write_text("[]")
     with pytest.raises(UnreadableMetricsError, match=f"metrics file {path} holds no JSON object"):
@@ -82,16 +82,13 @@ def test_a_metrics_file_that_holds_no_object_is_named_too(tmp_path):
 def finished_cell(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A results folder under ``tmp_path`` and its cell whose train and evaluate jobs ended: weights and
     metrics, each recorded by its job's frame (record_job, as Snakemake hands the job to its script)."""
-    from types import SimpleNamespace
-
     root = tmp_path / "results"
     results = Results(root)
     model, metrics = Path(results.checkpoint(CELL, "model")), Path(results.metrics(CELL, "sentence"))
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(bytes(range(256)) * 64)
     (model / "config.json").write_text("{}")
-    metrics.parent.mkdir(parents=True)
-    metrics.write_text(json.dumps(METRICS, indent=1))
+    write_json(metrics, METRICS)
     config = {"results_dir": str(root)}
     train = SimpleNamespace(
         output={"model": str(model), "log_jsonl": str(model.parent / "log")}, config=config
@@ -111,8 +108,7 @@ def test_cut_weights_are_named_and_moved_aside_alone(tmp_path, observed):
     """Reliability K2: a truncated ``model.safetensors`` in a finished cell gave "Nothing to be done"."""
     root, model, metrics = finished_cell(tmp_path)
     other = Path(Results(root).metrics("nie2023/tiny-bert/mpt/seed42", "sentence"))
-    other.parent.mkdir(parents=True)
-    other.write_text("{}")  # a cell without a record (an older run): trusted as before
+    write_json(other, {})  # a cell without a record (an older run): trusted as before
     weights = model / "model.safetensors"
     whole = weights.read_bytes()
     assert finished.set_aside_changed(root, [model, metrics, other]) == []  # all as their jobs wrote them
@@ -166,8 +162,7 @@ def test_a_copied_results_folder_is_digested_once_and_trusted(tmp_path):
 def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observed):
     root, model, metrics = finished_cell(tmp_path)
     (model / "model.safetensors").write_bytes(b"cut")
-    runs_folder(root).mkdir(parents=True)
-    (runs_folder(root) / "otherhost.123.456.json").write_text("{}")
+    write_json(runs_folder(root) / "otherhost.123.456.json", {})
     (line,) = finished.set_aside_changed(root, [model, metrics])
     observed(line)
     assert line.startswith(f"contrastlab: {CELL}: {model / 'model.safetensors'} is 3 bytes")
@@ -222,15 +217,11 @@ def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, 
     if change != "weights missing":
         model.mkdir(parents=True)
     if change == "marked incomplete":  # Snakemake's marker: the urlsafe base64 of the output as keyed
-        import base64
-
         key = os.path.relpath(model, workdir)
-        marker = workdir / ".snakemake" / "incomplete" / base64.urlsafe_b64encode(key.encode()).decode()
-        marker.parent.mkdir(parents=True)
-        marker.write_text("{}")
+        marker = workdir / ".snakemake" / "incomplete" / urlsafe_b64encode(key.encode()).decode()
+        write_json(marker, {})
     if change == "another run on the folder":
-        (root / "state" / "runs").mkdir(parents=True)
-        (root / "state" / "runs" / "otherhost.1.2.json").write_text("{}")
+        write_json(root / "state" / "runs" / "otherhost.1.2.json", {})
     return state, model
 
 
@@ -250,8 +241,7 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     root = tmp_path / "results"
     state, model = _finished_state_case(root, tmp_path, "none")
     other = root / "state" / "train" / "nie2023" / "tiny-bert" / "cl" / "seed43"  # its weights missing
-    other.mkdir(parents=True)
-    (other / "state.json").write_text(json.dumps({"finished": True}))
+    write_json(other / "state.json", {"finished": True})
     pairs = [(state, model), (other, model.parent.with_name("seed43") / "model")]
     assert finished.forget_finished_states(pairs, root, tmp_path) == [state]
     assert not state.exists() and other.is_dir()
@@ -260,11 +250,8 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     assert not (root / "state" / "train").exists() and pairs[1][1].is_dir()
     # marked under the absolute spelling (a results_dir given as an absolute path): kept too
     state, model = _finished_state_case(tmp_path / "r2", tmp_path, "none")
-    from base64 import urlsafe_b64encode
-
     marker = tmp_path / ".snakemake" / "incomplete" / urlsafe_b64encode(str(model).encode()).decode()
-    marker.parent.mkdir(parents=True)
-    marker.write_text("{}")
+    write_json(marker, {})
     assert finished.forget_finished_states([(state, model)], None, tmp_path) == [] and state.is_dir()
 
 
@@ -329,7 +316,6 @@ def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
     record holds the sha256 of the bytes on disk and reads back only the small files."""
     from transformers import AutoModel, AutoTokenizer
 
-    from contrastlab.paths import link_or_copy
     from contrastlab.training import state as st
     from contrastlab.training.sentence_select import save_checkpoint
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from contrastlab.workflow import gpus
 from contrastlab.workflow.gpus import (
     GpuUnavailableError,
     claim_gpus,
@@ -68,11 +69,10 @@ def _stop(jobs: list[subprocess.Popen]) -> None:
 
 
 def test_concurrent_jobs_get_different_gpus_and_a_killed_job_frees_its_own(tmp_path, jobs):
-    lock_dir = tmp_path / "locks"
-    jobs += [_start("0,1,2", lock_dir) for _ in range(3)]
+    jobs += [_start("0,1,2", tmp_path) for _ in range(3)]
     claimed = [_claimed(job) for job in jobs]
     assert sorted(claimed) == ["0", "1", "2"]
-    jobs.append(_start("0,1,2", lock_dir))
+    jobs.append(_start("0,1,2", tmp_path))
     assert _waiting(jobs[3])  # a fourth job: every GPU is taken, it waits
     os.kill(jobs[1].pid, signal.SIGKILL)  # dies without releasing anything itself
     assert _claimed(jobs[3]) == claimed[1]
@@ -91,13 +91,12 @@ def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
 def test_a_job_wanting_two_gpus_holds_none_while_it_waits(tmp_path, jobs):
     """All or nothing: two jobs wanting two of three GPUs each cannot deadlock holding one each, and
     the one that waits leaves the free GPU to a one-GPU job."""
-    lock_dir = tmp_path / "locks"
-    jobs += [_start("0,1,2", lock_dir, wanted=2)]
+    jobs += [_start("0,1,2", tmp_path, wanted=2)]
     first = _claimed(jobs[0]).split(",")
     assert len(first) == 2
-    jobs.append(_start("0,1,2", lock_dir, wanted=2))
+    jobs.append(_start("0,1,2", tmp_path, wanted=2))
     assert _waiting(jobs[1])
-    jobs.append(_start("0,1,2", lock_dir, wanted=1))
+    jobs.append(_start("0,1,2", tmp_path, wanted=1))
     (free,) = {"0", "1", "2"} - set(first)
     assert _claimed(jobs[2]) == free
     jobs[0].kill()
@@ -160,11 +159,10 @@ def test_a_gpu_job_gets_one_of_the_visible_gpus_before_cuda_starts(monkeypatch, 
 def test_shared_slots_put_k_jobs_on_each_gpu_and_never_more(tmp_path, share, jobs):
     """resources.gpu_share k: 2k small jobs on two fake GPUs, k on each (spread: the least loaded first);
     one more waits until a holder dies (SIGKILL), then takes that holder's GPU."""
-    lock_dir = tmp_path / "locks"
-    jobs += [_start("0,1", lock_dir, share=share) for _ in range(2 * share)]
+    jobs += [_start("0,1", tmp_path, share=share) for _ in range(2 * share)]
     claimed = [_claimed(job) for job in jobs]
     assert sorted(claimed) == sorted(["0", "1"] * share)
-    jobs.append(_start("0,1", lock_dir, share=share))
+    jobs.append(_start("0,1", tmp_path, share=share))
     assert _waiting(jobs[-1])  # a (k+1)-th job on either GPU: never
     victim = claimed.index("1")
     os.kill(jobs[victim].pid, signal.SIGKILL)
@@ -176,23 +174,21 @@ def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tm
     """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it; beside
     another whole-GPU job it queues too (one visible GPU is locked, so the grid and make gpu-check queue
     for it)."""
-    lock_dir = tmp_path / "locks"
-    jobs += [_start("0", lock_dir, share=first)]
+    jobs += [_start("0", tmp_path, share=first)]
     assert _claimed(jobs[0]) == "0"
-    jobs.append(_start("0", lock_dir, share=1))
+    jobs.append(_start("0", tmp_path, share=1))
     assert _waiting(jobs[1])  # one job, even a small one, is enough to keep it out
     jobs[0].kill()
     assert _claimed(jobs[1]) == "0"
-    jobs.append(_start("0", lock_dir, share=4))
+    jobs.append(_start("0", tmp_path, share=4))
     assert _waiting(jobs[2])  # the whole-GPU job keeps every slot
 
 
 def test_mixed_shares_respect_each_jobs_limit(tmp_path, jobs):
     """A share-2 job takes half the slots, so beside it fit one more share-2 job or two share-4 jobs."""
-    lock_dir = tmp_path / "locks"
-    jobs += [_start("0", lock_dir, share=2), _start("0", lock_dir, share=4), _start("0", lock_dir, share=4)]
+    jobs += [_start("0", tmp_path, share=2), _start("0", tmp_path, share=4), _start("0", tmp_path, share=4)]
     assert [_claimed(job) for job in jobs] == ["0", "0", "0"]
-    jobs.append(_start("0", lock_dir, share=4))
+    jobs.append(_start("0", tmp_path, share=4))
     assert _waiting(jobs[-1])
 
 
@@ -200,16 +196,15 @@ def test_two_gpu_requests_do_not_deadlock_while_slots_are_shared(tmp_path, jobs)
     """Small jobs (share 2) on both GPUs: two jobs wanting both GPUs to themselves wait holding nothing,
     so a small job still gets the slot left; once the small ones end, the two-GPU jobs run one after the
     other."""
-    lock_dir = tmp_path / "locks"
-    small = [_start("0,1", lock_dir, share=2) for _ in range(3)]
+    small = [_start("0,1", tmp_path, share=2) for _ in range(3)]
     jobs += small
     placed = [_claimed(job) for job in small]
     assert sorted(set(placed)) == ["0", "1"]  # spread over both, two on one of them
     (room,) = [d for d in ("0", "1") if placed.count(d) == 1]
-    big = [_start("0,1", lock_dir, wanted=2) for _ in range(2)]
+    big = [_start("0,1", tmp_path, wanted=2) for _ in range(2)]
     jobs += big
     assert all(_waiting(job) for job in big)
-    small.append(_start("0,1", lock_dir, share=2))
+    small.append(_start("0,1", tmp_path, share=2))
     jobs.append(small[-1])
     assert _claimed(small[-1]) == room  # not kept out by the two-GPU jobs waiting
     _stop(small)
@@ -231,8 +226,6 @@ def test_a_share_that_is_not_a_slot_count_is_one_line(tmp_path):
 def test_a_shared_gpu_joins_the_mps_daemon_before_cuda_starts_when_the_config_asks(monkeypatch, tmp_path):
     """resources.mps: a job that shares its GPU (gpu_share > 1) joins the daemon of the GPU it claimed
     before torch looks at CUDA; a job with a GPU of its own, or without resources.mps, joins none."""
-    from contrastlab.workflow import gpus
-
     order = []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     monkeypatch.setenv("CONTRASTLAB_GPU_LOCK_DIR", str(tmp_path))

@@ -3,6 +3,7 @@ lies, which failures a retry cannot help, and its TensorBoard folder."""
 
 from __future__ import annotations
 
+import builtins
 import errno
 import json
 import signal
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from contrastlab.workflow.failures import failure_lines
 from contrastlab.workflow.job import events_dir_of, failure_record, is_deterministic_failure, job_label
 
 
@@ -108,8 +110,6 @@ def test_a_full_disk_is_named_whichever_library_hit_it(tmp_path, capsys, observe
 
 @pytest.mark.fault("the job's log cannot be opened (disk full)", "the one contrastlab: line still, exit 1")
 def test_the_line_is_printed_when_the_log_cannot_be_opened(tmp_path, capsys, monkeypatch, observed):
-    import builtins
-
     from contrastlab.workflow.job import logged_to
 
     log = tmp_path / "results" / "logs" / "tables.log"
@@ -136,8 +136,6 @@ def test_the_line_is_printed_when_the_log_cannot_be_opened(tmp_path, capsys, mon
 
 @pytest.mark.fault("a job fails", "its log ends with the contrastlab: line the workflow prints last")
 def test_the_log_ends_with_the_line_and_the_workflow_reads_it_back(tmp_path, capsys, observed):
-    from contrastlab.workflow.failures import failure_lines
-
     lines, log, _ = _fail_in_job(tmp_path, ValueError("tau must be > 0"), capsys)
     text = log.read_text()
     assert "Traceback" in text and text.rstrip("\n").splitlines()[-1] == lines[0], text

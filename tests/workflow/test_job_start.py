@@ -3,6 +3,7 @@ start read from the kernel, and the line each job frame writes into its log."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from contrastlab.training.phases import process_started
+from contrastlab.workflow import job, job_start
 from contrastlab.workflow.job_start import STATE_VARIABLE, start_line, start_record, start_state
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
@@ -58,8 +60,6 @@ def test_the_start_line_of_a_cold_job_says_why_and_how_long_after_the_process_be
 def test_each_job_frame_writes_how_the_job_started_into_its_log(frame, tmp_path, monkeypatch):
     import torch
 
-    from contrastlab.workflow import job
-
     for name, stand_in in {
         "job_device": lambda snakemake: "cpu",
         "job_inputs": lambda snakemake: {},
@@ -84,10 +84,6 @@ def test_each_job_frame_writes_how_the_job_started_into_its_log(frame, tmp_path,
 def test_a_refusal_records_whether_the_loaded_driver_was_initialised(tmp_path, monkeypatch):
     """CUDA forbids a fork after cuInit, not after loading libcuda: cuDeviceGetCount's answer (3,
     CUDA_ERROR_NOT_INITIALIZED, before cuInit) goes into the refusal's record for a GPU run to read."""
-    import ctypes
-
-    from contrastlab.workflow import job_start
-
     for code, said in {3: "no", 0: "yes", 100: "unknown (CUresult 100)"}.items():
         driver = SimpleNamespace(cuDeviceGetCount=lambda count, code=code: code)
         monkeypatch.setattr(ctypes, "CDLL", lambda name, driver=driver: driver)

@@ -6,6 +6,7 @@ Snakemake's unlock of the whole ``.snakemake/locks``, exit)."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shlex
 import shutil
@@ -241,8 +242,6 @@ def _claim_at(barrier, results: str, answers, release) -> None:
     "exactly one claims the folder and runs, 20 tries of 20; the other is refused in one line naming it",
 )
 def test_two_runs_started_together_under_two_names_one_runs(tmp_path, observed):
-    import multiprocessing
-
     real, link = results_under_two_names(tmp_path)
     context = multiprocessing.get_context("fork")  # two processes with the library imported: fast starts
     refusals = []

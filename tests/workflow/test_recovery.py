@@ -30,8 +30,7 @@ from tests.workflow.helpers import lock
 def _record(results: Path, name: str, **fields) -> Path:
     """A run record on ``results``: of this machine (:func:`this_machine`) but where ``fields`` say."""
     path = runs_folder(results) / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**this_machine(), **fields}))
+    write_json(path, {**this_machine(), **fields})
     return path
 
 
@@ -155,8 +154,7 @@ def test_a_record_of_an_older_contrastlab_is_named_not_trusted(tmp_path):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
     held = lock(locks, "0.output.lock", f"{results}")
     legacy = results / "state" / "snakemake.json"
-    legacy.parent.mkdir(parents=True)
-    legacy.write_text(json.dumps({"pid": _ended_pid(), "start_time": "1", "command": []}))
+    write_json(legacy, {"pid": _ended_pid(), "start_time": "1", "command": []})
     (notes,) = recover_killed_run(str(results), tmp_path)
     assert "recorded by an older contrastlab" in notes and f"delete {legacy}" in notes
     assert held.is_file() and legacy.is_file()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, write_text
 from contrastlab.workflow.sources import (
     RECORDED_BEFORE_STAMPS,
     code_digest,
@@ -29,8 +29,7 @@ from contrastlab.workflow.sources import (
 def checkout(tmp_path: Path, name: str = "repo") -> Path:
     """A checkout with a library file and a user loss of its own."""
     root = tmp_path / name
-    (root / "src" / "contrastlab" / "losses").mkdir(parents=True)
-    (root / "src" / "contrastlab" / "losses" / "nie2023.py").write_text("# a loss\n")
+    write_text(root / "src" / "contrastlab" / "losses" / "nie2023.py", "# a loss\n")
     (root / "mine.py").write_text("# the user's loss\n")
     return root
 
@@ -59,13 +58,11 @@ def test_a_library_reached_through_a_link_is_named_through_the_workflows_folder(
     assert loss_source("infonce", other, other, library) == str(library / "src/contrastlab/losses/nie2023.py")
 
 
-def record(folder: Path, name: str, inputs: list[str]) -> Path:
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
+def record(folder: Path, name: str, inputs: list[str], checksums: dict | None = None) -> Path:
+    """A job's record of ``inputs``, each checksum ``sha256:<its index>`` unless ``checksums`` gives it."""
     data = {"rule": "train", "input": inputs, "record_format_version": 6}
-    data["input_checksums"] = {p: f"sha256:{i}" for i, p in enumerate(inputs)}  # one per input
-    path.write_text(json.dumps(data))
-    return path
+    data["input_checksums"] = {p: f"sha256:{i}" for i, p in enumerate(inputs)} | (checksums or {})
+    return write_text(folder / name, json.dumps(data))
 
 
 def stamp_of(module: str) -> str:
@@ -132,14 +129,11 @@ def test_records_of_the_module_are_migrated_to_its_stamp_once(tmp_path):
     relative = "src/contrastlab/losses/nie2023.py"
     module = root / relative
     marker = str(tmp_path / "results" / "state" / "data" / "corpus.ready.json")
-    train = record(metadata, "train", [marker, str(module)])
+    # these two recorded the module's bytes as they are
+    train = record(metadata, "train", [marker, str(module)], {str(module): checksum(module)})
+    before_stamps = record(metadata, "before", [relative], {relative: checksum(module)})
     moved = record(metadata, "moved", ["/gone/checkout/src/contrastlab/losses/nie2023.py"])  # an older place
-    before_stamps = record(metadata, "before", [relative])
     kept = record(metadata, "kept", [marker])
-    for path in (train, before_stamps):  # these two recorded the module's bytes as they are
-        data = json.loads(path.read_text())
-        data["input_checksums"] = {**data["input_checksums"], data["input"][-1]: checksum(module)}
-        path.write_text(json.dumps(data))
     before = kept.read_bytes()
     assert migrate_recorded_sources(metadata, root, root, root) == 3
     migrated = json.loads(train.read_text())
@@ -164,8 +158,7 @@ def test_a_record_of_0_2_0s_bytes_is_of_todays_code_while_its_code_is_the_same(t
     relative = "src/contrastlab/losses/nie2023.py"
     (root / relative).write_text((REPO_ROOT / relative).read_text() + edit)
     shipped = "sha256:" + RECORDED_BEFORE_STAMPS["nie2023"][0] + "0" * 32
-    path = record(root / ".snakemake" / "metadata", "train", [relative])
-    path.write_text(json.dumps({**json.loads(path.read_text()), "input_checksums": {relative: shipped}}))
+    path = record(root / ".snakemake" / "metadata", "train", [relative], {relative: shipped})
     assert migrate_recorded_sources(root / ".snakemake" / "metadata", root, root, root) == 1
     carried = json.loads(path.read_text())["input_checksums"][stamp_of(relative)]
     assert carried == (checksum(root / stamp_of(relative)) if same else shipped)

@@ -4,11 +4,10 @@ of them (issue 82 item 6; contrastlab.workflow.stale)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
-from contrastlab.paths import REPO_ROOT, Results
-from contrastlab.provenance import git_head
+from contrastlab.paths import REPO_ROOT, Results, write_text
+from contrastlab.provenance import code_differs, git_head
 from contrastlab.workflow.stale import stale_note, trained_by_other_code
 from tests.e2e.conftest import demo_process
 
@@ -16,10 +15,9 @@ HEAD = "a" * 40
 
 
 def _trained(results: Results, cell, sha: str | None, dirty: bool) -> None:
-    log = Path(results.checkpoint(cell, "train_log.jsonl"))
-    log.parent.mkdir(parents=True)
+    log = results.checkpoint(cell, "train_log.jsonl")
     meta = {"git_sha": sha, "git_dirty": dirty}
-    log.write_text(json.dumps({"event": "start", "meta": meta}) + "\n" + json.dumps({"step": 1}) + "\n")
+    write_text(log, json.dumps({"event": "start", "meta": meta}) + "\n" + json.dumps({"step": 1}) + "\n")
 
 
 def _cell(method: str) -> SimpleNamespace:
@@ -71,6 +69,4 @@ def test_a_dry_run_names_them(tmp_path):
 
 
 def test_the_code_of_head_is_heads_and_an_unknown_commit_differs():
-    from contrastlab.provenance import code_differs
-
     assert code_differs(git_head()) is False and code_differs("0" * 40) is True

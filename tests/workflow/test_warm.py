@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
+from contrastlab.cost.measured import warm_usage_path
 from contrastlab.workflow import warm, warm_key
+from contrastlab.workflow.job_start import start_record
 from contrastlab.workflow.warm_key import starter_key
 from tests.workflow.helpers import alive, wait_for
 
@@ -322,9 +328,6 @@ def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
     """The wait ends with a connection once the starter listens, with None at once where no starter took the
     lock within the grace, and after the time asked for where one holds it but never listens. A second
     starter on the address leaves at once."""
-    import socket
-    import threading
-
     monkeypatch.setattr(warm, "STARTING_GRACE_SECONDS", 0.3)
     address = tmp_path / "key.sock"
     started = time.monotonic()
@@ -427,8 +430,6 @@ with open(os.path.join(os.path.dirname(__file__), "libcuda.so.1"), "rb") as _fil
 @contextlib.contextmanager
 def _cuda_driver_mapped(folder: Path):
     """A file named as the CUDA driver mapped into this process while the block runs."""
-    import mmap
-
     (folder / "libcuda.so.1").write_bytes(b"\0" * mmap.PAGESIZE)
     with open(folder / "libcuda.so.1", "rb") as file, mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ):
         yield
@@ -507,8 +508,6 @@ def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, 
 def test_a_starter_whose_torch_initialised_cuda_refuses(tmp_path, monkeypatch):
     """torch's own lazy-init flag is enough: a starter whose imports ran torch.cuda's initialisation
     refuses, whether or not the driver's library is visible in its maps."""
-    import types
-
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setattr(warm, "PRELOAD", ())
@@ -541,8 +540,6 @@ def test_a_refused_key_starts_its_jobs_cold_at_once_and_another_key_still_gets_a
     began = time.monotonic()
     warm.hand_over({})
     assert started == [] and time.monotonic() - began < 1
-    from contrastlab.workflow.job_start import start_record
-
     assert start_record()["why_cold"] == REFUSED and start_record()["waited_s"] < 1
     monkeypatch.setattr(warm, "socket_path", lambda env: other)
     monkeypatch.setenv(warm.WAIT_VARIABLE, "0")
@@ -801,8 +798,6 @@ with open(sys.argv[1], "w") as out:
 def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_tables_read(place):
     """The fork's usage file: peak RSS in MiB (Snakemake's ``max_rss``), the job's allocation in it, as in a
     cold job's own peak; CPU seconds of the job's own work from the hand-over on."""
-    from contrastlab.cost.measured import warm_usage_path
-
     starter = _starter_ready(place)
     benchmark = place[0] / "usage" / "probe.tsv"
     where = {warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)})}

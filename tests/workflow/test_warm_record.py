@@ -19,17 +19,15 @@ TRAIN = "{root}/benchmarks/train/{{experiment}}/{{backbone}}/{{method,[^/]+}}/se
 NOT_HANDED_OVER = {"warm": False, "why_cold": job_start.NOT_HANDED_OVER, "handed_over": None, "waited_s": 0.0}
 
 
-def _usage(maxrss_kb: int, user: float, system: float) -> SimpleNamespace:
-    return SimpleNamespace(ru_maxrss=maxrss_kb, ru_utime=user, ru_stime=system)
-
-
 def test_a_warm_jobs_usage_by_hand_reaches_the_cost_table(tmp_path, monkeypatch):
     """Fork 300 MiB, waited-for children 400 MiB (ru_maxrss, kB): 400.0 MB; CPU 1.25 + 0.5 + 2.0 + 0.25 =
     4.0 s; read by the cost table for a search point's cell in place of the client's 26 MB. The patterns
     leave out the constraints (the full config's pass an environment string's 128 kB); a rule without a
     benchmark file gets no record."""
-    rusage = {warm.resource.RUSAGE_SELF: _usage(307_200, 1.25, 0.5)}
-    rusage[warm.resource.RUSAGE_CHILDREN] = _usage(409_600, 2.0, 0.25)
+    rusage = {
+        warm.resource.RUSAGE_SELF: SimpleNamespace(ru_maxrss=307_200, ru_utime=1.25, ru_stime=0.5),
+        warm.resource.RUSAGE_CHILDREN: SimpleNamespace(ru_maxrss=409_600, ru_utime=2.0, ru_stime=0.25),
+    }
     monkeypatch.setattr(warm.resource, "getrusage", rusage.__getitem__)
     rules = [SimpleNamespace(name="train", benchmark=TRAIN.format(root=tmp_path))]
     rules.append(SimpleNamespace(name="tables", benchmark=None))
