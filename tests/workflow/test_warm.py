@@ -93,6 +93,7 @@ for _ in range(3):
     optimiser.step()
 weights = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
 report["digest"] = hashlib.sha256(weights).hexdigest()
+report["kernels"] = [torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()]  # if the bits differ
 """
 
 
