@@ -160,7 +160,7 @@ def phased_parts(
                 continue
             runs, xs, _, _, fits = fitted[part["sweep"]]
             slope, sxx, sxx_points = fits[k]
-            ss, df, per_seed = pools[strata(ours, part["sweep"]) if strata is not None else part["sweep"]]
+            ss, df, per_seed = pools[part["sweep"]]
             mean_x = float(np.mean([xs[n] for n, _ in in_phase]))
             result.terms = {n: (xs[n] - mean_x) / sxx_points for n, _ in in_phase}
             result.diff, result.df = slope, df
@@ -183,10 +183,10 @@ def _phase_pools(
     scale: str,
     spans: list[tuple],
     stratum_of: Any,
-) -> tuple[dict[str, tuple], dict[Any, list[float]]]:
+) -> tuple[dict[str, tuple], dict[str, list[float]]]:
     """On one backbone and task (``ours``, ``task``), each sweep method's per-phase lines within ``over``
     (method -> (runs, xs, SS, ν, fits), :func:`phase_fit`) and their residuals pooled per stratum
-    (``stratum_of(ours, method)``; None: per method): key -> [SS, ν, ν per extra seed]."""
+    (``stratum_of(ours, method)``; None: per method): method -> its pool's [SS, ν, ν per extra seed]."""
     fitted: dict[str, tuple] = {}  # sweep method -> (runs, xs, ss, df, fits, points per phase)
     for method in dict.fromkeys(p["sweep"] for p in claim["parts"]):
         points = sweep_points(experiment, {"sweep": method, "over": over})
@@ -196,13 +196,14 @@ def _phase_pools(
             xs = {n: x_of(v, scale) for n, v in points if runs[n]}
             fitted[method] = (runs, xs, *phase_fit(runs, xs, spans))
     pools: dict[Any, list[float]] = {}  # stratum -> [SS, ν, ν per extra seed]
+    pool_of: dict[str, list[float]] = {}  # the methods of one stratum share its pool
     for method, (_, xs, ss, df, _) in fitted.items():
         key = stratum_of(ours, method) if stratum_of is not None else method
-        pool = pools.setdefault(key, [0.0, 0, 0])
+        pool = pool_of[method] = pools.setdefault(key, [0.0, 0, 0])
         pool[0] += ss
         pool[1] += df
         pool[2] += len(xs)  # each further seed at every point adds one degree of freedom per point
-    return fitted, pools
+    return fitted, pool_of
 
 
 def trend_parts(
