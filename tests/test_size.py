@@ -53,8 +53,8 @@ CONFIG_READS = 3
 #: change that adds lines folds as many elsewhere, or argues in :data:`SIZE_LEDGER`, in its own commit, why
 #: the house must grow; the ledger's last line names the bounds below.
 SIZE_LEDGER = ROOT / "docs" / "history" / "size.md"
-SRC_LINES = 37362
-TESTS_LINES = 37686
+SRC_LINES = 37365
+TESTS_LINES = 37693
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 

@@ -222,6 +222,13 @@ def test_the_corpus_is_named_only_when_it_is_the_download():
     assert pub.hub_dataset(pinned) == ("princeton-nlp/datasets-for-simcse", "a" * 40)
 
 
+def test_the_card_names_the_url_its_corpus_was_downloaded_from(tmp_path):
+    """The wiki corpus's hub dataset is in the front matter; where it was downloaded from, a hub URL or
+    not, in the provenance, beside its sha256 (the corpus marker has no URL)."""
+    text = card(tmp_path, None).read_text()
+    assert f"- Corpus: downloaded from `{WIKI}`\n" in text and "f00d" in text
+
+
 def _demo_config(tmp_path: Path) -> Path:
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")

@@ -128,13 +128,14 @@ def model_card(
     base_model: str | None = None,
     license: tuple[str, str] | None = None,
     datasets: Sequence[str] = (),
+    corpus_url: str | None = None,
     senteval_url: str | None = None,
     mteb: Sequence[MtebScore] = (),
 ) -> str:
     """The card's text: YAML front matter (huggingface_hub's ``ModelCardData``, :func:`~.publish.card_data`)
     and Markdown, from the checkpoint's ``train_summary.json`` (``summary``), its ``senteval.json``
     (``metrics``), the run's data markers (``data``), the backbone's ``(license, source)`` (``license``;
-    None: unknown), the corpus's hub ids (``datasets``) and MTEB's scores (``mteb``)."""
+    None: unknown), the corpus's hub ids and URL (``datasets``, ``corpus_url``), MTEB's scores (``mteb``)."""
     settings = summary.get("settings", {})
     loss = settings.get("loss", method).rpartition(":")[2]  # a user loss's callable, not its file path
     published = published_scores(experiment, backbone, method, settings)
@@ -166,7 +167,7 @@ def model_card(
             published,
         ),
         *_mteb_rows(mteb),
-        *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
+        *_provenance(summary.get("meta", {}), data, corpus_url)[:-1],  # its list, ours, the blank line
         f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
         f"- Licence: `{licence}`, the backbone's ({licence_source})",
         "",
@@ -368,7 +369,7 @@ def _backbone_line(record: Mapping[str, Any] | None) -> list[str]:
     return [f"- Backbone: {what}" + (f"; {weights}" if weights else "")]
 
 
-def _provenance(meta: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
+def _provenance(meta: Mapping[str, Any], data: Mapping[str, Any], corpus_url: str | None = None) -> list[str]:
     return [
         "## Provenance",
         "",
@@ -376,6 +377,7 @@ def _provenance(meta: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
         *_backbone_line(meta.get("inputs", {}).get("backbone")),
         f"- Packages: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('versions', {}).items()))}",
         *(f"- Data `{name}`: `{json.dumps(value, sort_keys=True)}`" for name, value in sorted(data.items())),
+        *([f"- Corpus: downloaded from `{corpus_url}`"] if corpus_url else []),
         "",
     ]
 
@@ -510,6 +512,7 @@ def write_model_card(
         base_model=base_model,
         license=licence,
         datasets=datasets,
+        corpus_url=corpus_url,
         senteval_url=(data_config or {}).get("senteval_url"),
         mteb=mteb_scores(mteb_dir),
     )
