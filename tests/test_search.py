@@ -18,7 +18,7 @@ from contrastlab.cost import budget as cl_budget
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, write_text
 from contrastlab.tables.search import DIFFERS, NOT_RUN, SAME, published_hparams, selection_rows
 from tests.tables.tables_synthetic import scores_frame
 
@@ -347,9 +347,7 @@ def _nie_search(methods: list[str], backbones: list[str], stages: list[dict]) ->
 def _write_selection(tmp_path, selection: dict, backbone: str = "bert-base", method: str = "mpt", k: int = 1):
     """Write ``selection`` as stage ``k``'s selection file of the nie2023 search of ``method`` on
     ``backbone``."""
-    folder = tmp_path / "search" / "nie2023" / backbone / method
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"stage{k}.json").write_text(json.dumps(selection))
+    write_text(tmp_path / "search" / "nie2023" / backbone / method / f"stage{k}.json", json.dumps(selection))
 
 
 def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tuple[dict, float]], winner: int):

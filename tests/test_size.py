@@ -54,7 +54,7 @@ CONFIG_READS = 3
 #: the house must grow; the ledger's last line names the bounds below.
 SIZE_LEDGER = ROOT / "docs" / "history" / "size.md"
 SRC_LINES = 37365
-TESTS_LINES = 37693
+TESTS_LINES = 37691
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
